@@ -1,0 +1,164 @@
+package integrationtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+const (
+	pgEnv      = "CONNSTORE_TEST_PG_DSN"
+	pgKind     = "postgres"
+	sqlitekind = "sqlite"
+)
+
+// env is one test's database, repository and injected clock and ids.
+type env struct {
+	kind  string
+	db    *gorm.DB
+	repo  *repository.Repository
+	clock *fakeClock
+	ids   *seqIDs
+}
+
+// forEachDB runs fn as a parallel subtest on PostgreSQL and on SQLite, each
+// with a freshly migrated database of its own.
+func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, kind := range []string{pgKind, sqlitekind} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, setup(t, kind))
+		})
+	}
+}
+
+func setup(t *testing.T, kind string) *env {
+	t.Helper()
+	db := openBare(t, kind)
+	e := &env{kind: kind, db: db, clock: newFakeClock(), ids: &seqIDs{prefix: "id"}}
+	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
+	require.NoError(t, migrations.Migrate(context.Background(), db))
+	repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+	require.NoError(t, err)
+	e.repo = repo
+	return e
+}
+
+// openBare opens an empty database of kind with no plugin and no schema.
+func openBare(t *testing.T, kind string) *gorm.DB {
+	t.Helper()
+	cfg := &gorm.Config{Logger: logger.Discard}
+	var (
+		db  *gorm.DB
+		err error
+	)
+	switch kind {
+	case pgKind:
+		db, err = gorm.Open(postgres.Open(pgSchemaDSN(t)), cfg)
+	case sqlitekind:
+		db, err = gorm.Open(sqlite.Open(sqliteDSN(filepath.Join(t.TempDir(), "connstore.db"))), cfg)
+	default:
+		t.Fatalf("unknown database kind %q", kind)
+	}
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(16)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+// sqliteDSN is a WAL-mode file with a busy timeout and immediate write
+// transactions, so concurrent writers wait instead of failing.
+func sqliteDSN(path string) string {
+	return "file:" + path + "?_journal_mode=WAL&_busy_timeout=30000&_txlock=immediate&_foreign_keys=on"
+}
+
+// pgSchemaDSN creates a schema for this test and returns a DSN whose
+// search_path selects it; the schema is dropped when the test ends.
+func pgSchemaDSN(t *testing.T) string {
+	t.Helper()
+	dsn := os.Getenv(pgEnv)
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not set: PostgreSQL tests cannot be skipped under CI", pgEnv)
+		}
+		t.Skipf("%s is not set; skipping PostgreSQL", pgEnv)
+	}
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err, "PostgreSQL at %s is not reachable", pgEnv)
+	adminDB, err := admin.DB()
+	require.NoError(t, err)
+	schema := "t_" + randomHex(8)
+	require.NoError(t, admin.Exec("CREATE SCHEMA "+schema).Error, "PostgreSQL at %s is not reachable", pgEnv)
+	t.Cleanup(func() {
+		_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
+		_ = adminDB.Close()
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// fakeClock is a settable clock in whole milliseconds.
+type fakeClock struct{ ms atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time                    { return time.UnixMilli(c.ms.Load()).UTC() }
+func (c *fakeClock) Millis() int64                     { return c.ms.Load() }
+func (c *fakeClock) Advance(d time.Duration)           { c.ms.Add(d.Milliseconds()) }
+func (c *fakeClock) At(offset time.Duration) time.Time { return c.Now().Add(offset) }
+
+// seqIDs hands out deterministic ids: prefix-1, prefix-2, ...
+type seqIDs struct {
+	prefix string
+	n      atomic.Int64
+}
+
+func (s *seqIDs) Next() string { return fmt.Sprintf("%s-%d", s.prefix, s.n.Add(1)) }
+
+// ctx is the test's context.
+func ctx(t *testing.T) context.Context { return t.Context() }
+
+// count returns the number of rows of model matching the optional where.
+func count(t *testing.T, db *gorm.DB, model any, where ...any) int64 {
+	t.Helper()
+	var n int64
+	q := db.Model(model)
+	if len(where) > 0 {
+		q = q.Where(where[0], where[1:]...)
+	}
+	require.NoError(t, q.Count(&n).Error)
+	return n
+}

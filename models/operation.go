@@ -1,0 +1,44 @@
+package models
+
+// Operation states. `attempted` is the one non-terminal state; committed,
+// dead and reconcile_only are terminal.
+const (
+	OperationAttempted     = "attempted"
+	OperationCommitted     = "committed"
+	OperationDead          = "dead"
+	OperationReconcileOnly = "reconcile_only"
+)
+
+// Operation is a row of kubun_connector_operation: one outbound write of a
+// connector, with its retry and lease bookkeeping.
+type Operation struct {
+	CallerDID            string  `gorm:"column:caller_did;primaryKey"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey"`
+	NodeKey              string  `gorm:"column:node_key;not null"`
+	OwnerDID             string  `gorm:"column:owner_did;not null"`
+	ConnectorName        string  `gorm:"column:connector_name;not null"`
+	Model                string  `gorm:"column:model;not null"`
+	Op                   string  `gorm:"column:op;not null"`
+	AccountKey           string  `gorm:"column:account_key;not null"`
+	Target               string  `gorm:"column:target;not null"`
+	SourceID             *string `gorm:"column:source_id"`
+	DeterministicEventID string  `gorm:"column:deterministic_event_id;not null"`
+	PayloadHash          string  `gorm:"column:payload_hash;not null"`
+	ReissueIntent        JSON    `gorm:"column:reissue_intent;not null"`
+	ProviderEtag         *string `gorm:"column:provider_etag"`
+	DocumentID           *string `gorm:"column:document_id"`
+	ResultEntity         JSON    `gorm:"column:result_entity"`
+	State                string  `gorm:"column:state;not null"`
+	Attempts             int64   `gorm:"column:attempts;not null"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at"`
+	LastKind             *string `gorm:"column:last_kind"`
+	LastHTTPStatus       *int64  `gorm:"column:last_http_status"`
+	Lock
+	LeaseToken     *string `gorm:"column:lease_token"`
+	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at"`
+	CreatedAt      int64   `gorm:"column:created_at;not null;autoCreateTime:false"`
+	UpdatedAt      int64   `gorm:"column:updated_at;not null;autoUpdateTime:false"`
+}
+
+// TableName returns the seed's table name.
+func (Operation) TableName() string { return "kubun_connector_operation" }

@@ -1,0 +1,56 @@
+package repository
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/connstore/connstore/hooks"
+	"gorm.io/gorm"
+)
+
+// ErrInvalidInput is returned, before anything is written, for an argument
+// that cannot be right: an empty key, a bad time or limit, an unknown state.
+var ErrInvalidInput = errors.New("connstore: invalid input")
+
+// ErrNotFound is returned when the addressed row does not exist. It matches
+// gorm.ErrRecordNotFound with errors.Is.
+var ErrNotFound = fmt.Errorf("connstore: not found: %w", gorm.ErrRecordNotFound)
+
+// ErrConflict is the optimistic-lock conflict of package hooks.
+var ErrConflict = hooks.ErrConflict
+
+// ErrRetriesExhausted is returned when a compare-and-swap loop lost every
+// attempt to concurrent writers. RetriesExhaustedError carries the detail.
+var ErrRetriesExhausted = errors.New("connstore: compare-and-swap retries exhausted")
+
+// ErrPluginMissing is returned by New when the hooks plugin is not registered.
+var ErrPluginMissing = errors.New("connstore: optimistic-lock plugin not registered (db.Use(hooks.New(...)))")
+
+// RetriesExhaustedError names the row and the number of attempts made.
+type RetriesExhaustedError struct {
+	// ConnectorName and OwnerDID identify the sync-state row.
+	ConnectorName, OwnerDID string
+	// Attempts is the number of read-recompute-write attempts made.
+	Attempts int
+}
+
+// Error implements error.
+func (e *RetriesExhaustedError) Error() string {
+	return fmt.Sprintf("update sync progress %s/%s: CAS failed after %d attempts",
+		e.ConnectorName, e.OwnerDID, e.Attempts)
+}
+
+// Unwrap makes errors.Is(err, ErrRetriesExhausted) hold.
+func (e *RetriesExhaustedError) Unwrap() error { return ErrRetriesExhausted }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...))
+}
+
+// notFound translates gorm's not-found into ours and passes others through.
+func notFound(err error) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return ErrNotFound
+	}
+	return err
+}

@@ -1,0 +1,62 @@
+package repository
+
+import (
+	"context"
+	"time"
+
+	"github.com/connstore/connstore/hooks"
+	"gorm.io/gorm"
+)
+
+// Options configures a Repository. The zero value is usable.
+type Options struct {
+	// NowFunc is the clock; defaults to time.Now.
+	NowFunc func() time.Time
+	// NewIDFunc returns fresh random ids (lease tokens); defaults to
+	// hooks.NewUUID. Incarnations come from the hooks plugin's own source.
+	NewIDFunc func() string
+}
+
+// Repository is the connstore store API over one *gorm.DB.
+type Repository struct {
+	db    *gorm.DB
+	now   func() time.Time
+	newID func() string
+}
+
+// New returns a repository on db, which must have the hooks plugin
+// registered: without it guarded writes would silently lose updates.
+func New(db *gorm.DB, opts Options) (*Repository, error) {
+	if !hooks.Registered(db) {
+		return nil, ErrPluginMissing
+	}
+	if opts.NowFunc == nil {
+		opts.NowFunc = time.Now
+	}
+	if opts.NewIDFunc == nil {
+		opts.NewIDFunc = hooks.NewUUID
+	}
+	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc}, nil
+}
+
+// WithTx returns a repository whose calls run in the caller's transaction.
+func (r *Repository) WithTx(tx *gorm.DB) *Repository {
+	cp := *r
+	cp.db = tx
+	return &cp
+}
+
+// Transaction runs fn with a repository bound to one transaction, committed
+// when fn returns nil and rolled back otherwise.
+func (r *Repository) Transaction(ctx context.Context, fn func(*Repository) error) error {
+	return r.conn(ctx).Transaction(func(tx *gorm.DB) error { return fn(r.WithTx(tx)) })
+}
+
+// conn is the handle for one call: bound to ctx, and without gorm's implicit
+// per-statement transaction (every single statement is already atomic).
+func (r *Repository) conn(ctx context.Context) *gorm.DB {
+	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true})
+}
+
+// nowMillis is the injected clock in epoch milliseconds.
+func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }

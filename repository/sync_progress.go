@@ -1,0 +1,154 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm/clause"
+)
+
+// DefaultMaxRetries is the CAS retry bound when none is given: 5 retries,
+// so 6 attempts. Callers normally pass their own authoritative bound.
+const DefaultMaxRetries = 5
+
+// SyncProgressCurrent is the row state a recompute starts from.
+type SyncProgressCurrent struct {
+	// Checkpoint and Recovery are the stored documents (nil for NULL).
+	Checkpoint, Recovery models.JSON
+	// Version and Incarnation are the lock the row was read at.
+	Version     int64
+	Incarnation string
+}
+
+// SyncProgressResult is what a recompute wants written.
+type SyncProgressResult struct {
+	// Checkpoint and Recovery are the new documents (nil for NULL).
+	Checkpoint, Recovery models.JSON
+	// LastSyncedAt is the sync time as the connector formats it.
+	LastSyncedAt string
+	// EntityCount is the number of entities synced; never negative.
+	EntityCount int64
+	// Error is the error message to store, or nil to clear it.
+	Error *string
+}
+
+// RecomputeFunc derives the new progress from the current row, or from nil
+// when there is no row yet. It may run several times, once per attempt, and
+// must not have side effects that assume it ran once. An error aborts the
+// update without writing.
+type RecomputeFunc func(ctx context.Context, current *SyncProgressCurrent) (SyncProgressResult, error)
+
+// UpdateSyncProgressParams addresses one row and says how to recompute it.
+type UpdateSyncProgressParams struct {
+	// ConnectorName and OwnerDID identify the row.
+	ConnectorName, OwnerDID string
+	// Recompute derives the new state; required.
+	Recompute RecomputeFunc
+	// MaxRetries bounds re-reads after a lost CAS; nil means
+	// DefaultMaxRetries. Attempts made are MaxRetries+1.
+	MaxRetries *int
+}
+
+// UpdateSyncProgress writes progress by compare-and-swap: read, recompute,
+// then one UPDATE guarded on the read version and incarnation that bumps
+// version and never writes status (the workflow owns it). A lost CAS (a
+// concurrent writer, or a delete+recreate) re-reads and recomputes. With no
+// row it inserts with status idle, ON CONFLICT DO NOTHING, so a lost insert
+// race falls through to the update path. After MaxRetries+1 lost attempts it
+// returns a *RetriesExhaustedError.
+func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) error {
+	maxRetries, err := validateUpdateProgress(p)
+	if err != nil {
+		return fmt.Errorf("update sync progress: %w", err)
+	}
+	for attempt := 0; attempt <= maxRetries; attempt++ {
+		done, err := r.tryUpdateProgress(ctx, p)
+		if err != nil {
+			return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
+		}
+		if done {
+			return nil
+		}
+	}
+	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
+}
+
+// tryUpdateProgress makes one attempt; done is false when the attempt lost
+// a race and should be retried.
+func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
+	var rows []models.SyncState
+	err = r.conn(ctx).Scopes(scopes.Connector(p.ConnectorName), scopes.Owner(p.OwnerDID)).
+		Limit(1).Find(&rows).Error
+	if err != nil {
+		return false, err
+	}
+	if len(rows) == 0 {
+		return r.insertProgress(ctx, p)
+	}
+	row := &rows[0]
+	res, err := recompute(ctx, p.Recompute, &SyncProgressCurrent{
+		Checkpoint: row.Checkpoint, Recovery: row.Recovery,
+		Version: row.Version, Incarnation: row.LockState().Incarnation,
+	})
+	if err != nil {
+		return false, err
+	}
+	// The hooks plugin adds WHERE version = ? AND incarnation = ? and
+	// version = version + 1; status is deliberately not in the map.
+	err = r.conn(ctx).Model(row).Updates(map[string]any{
+		"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt,
+		"entity_count": res.EntityCount, "error": res.Error, "recovery": res.Recovery,
+	}).Error
+	if errors.Is(err, hooks.ErrConflict) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// insertProgress creates the missing row; done is false when a concurrent
+// writer created it first.
+func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
+	res, err := recompute(ctx, p.Recompute, nil)
+	if err != nil {
+		return false, err
+	}
+	row := models.SyncState{
+		ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID,
+		Checkpoint: res.Checkpoint, LastSyncedAt: res.LastSyncedAt, EntityCount: res.EntityCount,
+		Status: models.SyncStatusIdle, Error: res.Error, Recovery: res.Recovery,
+	}
+	tx := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	return tx.RowsAffected > 0, tx.Error
+}
+
+// recompute runs fn and validates what it returns before anything is written.
+func recompute(ctx context.Context, fn RecomputeFunc, cur *SyncProgressCurrent) (SyncProgressResult, error) {
+	res, err := fn(ctx, cur)
+	if err != nil {
+		return res, fmt.Errorf("recompute: %w", err)
+	}
+	if err := validateProgress(res.LastSyncedAt, res.EntityCount, res.Checkpoint, res.Recovery); err != nil {
+		return res, fmt.Errorf("recompute result: %w", err)
+	}
+	return res, nil
+}
+
+func validateUpdateProgress(p UpdateSyncProgressParams) (int, error) {
+	if err := requireKeys("connector", p.ConnectorName, "owner", p.OwnerDID); err != nil {
+		return 0, err
+	}
+	if p.Recompute == nil {
+		return 0, invalid("recompute is nil")
+	}
+	if p.MaxRetries == nil {
+		return DefaultMaxRetries, nil
+	}
+	if *p.MaxRetries < 0 {
+		return 0, invalid("max retries %d is negative", *p.MaxRetries)
+	}
+	return *p.MaxRetries, nil
+}

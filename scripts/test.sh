@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs the whole connstore suite: vet, then every test with -race against
+# PostgreSQL and SQLite. Unless CONNSTORE_TEST_PG_DSN names a server, it
+# starts a throwaway PostgreSQL cluster on a free loopback port (installing
+# the server with apt-get where its binaries are missing) and stops it on exit.
+# Arguments, if any, replace the default go test arguments.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+pg_bindir() {
+	if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+		dirname "$(command -v initdb)"
+		return
+	fi
+	local d
+	for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+		if [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then
+			echo "$d"
+			return
+		fi
+	done
+}
+
+install_pg() {
+	log "PostgreSQL binaries not found; installing with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq postgresql >/dev/null
+}
+
+free_port() {
+	local port
+	for _ in $(seq 1 200); do
+		port=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+			echo "$port"
+			return
+		fi
+	done
+	echo "no free loopback port found" >&2
+	return 1
+}
+
+# as_pg runs a command as the unprivileged owner of the cluster: Postgres
+# refuses to run as root.
+as_pg() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$PG_USER" -- "$@"
+	else
+		"$@"
+	fi
+}
+
+start_pg() {
+	local bindir
+	bindir=$(pg_bindir)
+	if [ -z "$bindir" ]; then
+		install_pg
+		bindir=$(pg_bindir)
+	fi
+	[ -n "$bindir" ] || { echo "PostgreSQL binaries still missing after install" >&2; exit 1; }
+
+	PG_USER=$(id -un)
+	if [ "$(id -u)" -eq 0 ]; then
+		PG_USER=postgres
+		id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$PG_USER"
+	fi
+	PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/connstore-pg.XXXXXX")
+	chmod 755 "$PG_DIR"
+	[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$PG_DIR"
+	local port
+	port=$(free_port)
+	log "starting PostgreSQL ($bindir) on 127.0.0.1:$port"
+	as_pg "$bindir/initdb" -D "$PG_DIR/data" -U connstore -A trust --no-sync -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
+		{ cat "$PG_DIR/initdb.log" >&2; exit 1; }
+	trap stop_pg EXIT
+	as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o \
+		"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+		>/dev/null || { cat "$PG_DIR/server.log" >&2; exit 1; }
+	PG_BINDIR=$bindir
+	export CONNSTORE_TEST_PG_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
+}
+
+stop_pg() {
+	as_pg "$PG_BINDIR/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$PG_DIR"
+}
+
+if [ -z "${CONNSTORE_TEST_PG_DSN:-}" ]; then
+	start_pg
+fi
+
+if [ $# -gt 0 ]; then
+	# Explicit go test arguments (benchmarks, one package, -run ...).
+	go test "$@"
+	exit
+fi
+log "go vet"
+go vet ./...
+log "go test -race"
+go test -race -count=1 -timeout 12m ./...
