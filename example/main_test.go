@@ -1,0 +1,33 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRunSQLite(t *testing.T) {
+	var out bytes.Buffer
+	file := filepath.Join(t.TempDir(), "example.db")
+	require.NoError(t, run(context.Background(), &out, "", file))
+	require.Contains(t, out.String(), `checkpoint {"page":20,"pages":20}, entities 200, version 19, status idle`)
+	// A second run on the same file starts over cleanly.
+	out.Reset()
+	require.NoError(t, run(context.Background(), &out, "", file))
+	require.Contains(t, out.String(), "version 19")
+}
+
+func TestRunPostgres(t *testing.T) {
+	dsn := os.Getenv("CONNSTORE_TEST_PG_DSN")
+	if dsn == "" {
+		t.Skip("CONNSTORE_TEST_PG_DSN is not set")
+	}
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), &out, dsn, ""))
+	require.Contains(t, out.String(), "connstore example on PostgreSQL")
+	require.Contains(t, out.String(), "version 19")
+}

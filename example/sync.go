@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+)
+
+// cursor is the connector's own checkpoint document.
+type cursor struct {
+	Page  int `json:"page"`
+	Pages int `json:"pages"`
+}
+
+// syncProgress runs four concurrent sync workers that each record pages of
+// progress on one row by compare-and-swap; no page is lost.
+func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repository) error {
+	const connector, owner, workers, pages = "example-crm", "did:example:alice", 4, 5
+	if err := repo.DeleteSyncState(ctx, connector, owner); err != nil {
+		return err
+	}
+	recompute := func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+		var c cursor
+		if cur != nil {
+			if err := cur.Checkpoint.Decode(&c); err != nil {
+				return repository.SyncProgressResult{}, err
+			}
+		}
+		c.Page++
+		c.Pages++
+		doc, err := models.NewJSON(c)
+		return repository.SyncProgressResult{
+			Checkpoint: doc, LastSyncedAt: time.Now().UTC().Format(time.RFC3339), EntityCount: int64(c.Pages * 10),
+		}, err
+	}
+	retries := 100
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*pages)
+	for range workers {
+		wg.Go(func() {
+			for range pages {
+				errs <- repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
+					ConnectorName: connector, OwnerDID: owner, Recompute: recompute, MaxRetries: &retries})
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	st, err := repo.GetSyncState(ctx, connector, owner)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "sync state %s/%s: %d pages by %d workers -> checkpoint %s, entities %d, version %d, status %s\n",
+		connector, owner, workers*pages, workers, st.Checkpoint, st.EntityCount, st.Version, st.Status)
+	return nil
+}
