@@ -13,6 +13,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/migrations"
@@ -57,13 +58,16 @@ func run(ctx context.Context, out io.Writer, dsn, file string) error {
 	if err := migrations.Migrate(ctx, db); err != nil {
 		return err
 	}
-	repo, err := repository.New(db, repository.Options{})
+	// A short backoff so the example's failed write is re-driven at once.
+	repo, err := repository.New(db, repository.Options{Backoff: &repository.ExponentialBackoff{
+		Base: 100 * time.Millisecond, Max: time.Minute, Jitter: 0.2, MaxAttempts: 5}})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "connstore example on %s\n", where)
 	steps := []func(context.Context, io.Writer, *repository.Repository) error{
 		syncProgress,
+		operations,
 	}
 	for _, step := range steps {
 		if err := step(ctx, out, repo); err != nil {

@@ -15,6 +15,9 @@ func TestRunSQLite(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "example.db")
 	require.NoError(t, run(context.Background(), &out, "", file))
 	require.Contains(t, out.String(), `checkpoint {"page":20,"pages":20}, entities 200, version 19, status idle`)
+	require.Regexp(t, `attempt 1 failed \(HTTP 503\)`, out.String())
+	require.Regexp(t, `committed as document doc-op-\d+ after 1 failed attempt`, out.String())
+	require.Contains(t, out.String(), "due sweep: 0 operation(s), 1 watch(es) to verify")
 	// A second run on the same file starts over cleanly.
 	out.Reset()
 	require.NoError(t, run(context.Background(), &out, "", file))

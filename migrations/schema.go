@@ -75,9 +75,12 @@ var operationDDL = []string{
 		updated_at BIGINT NOT NULL,
 		CONSTRAINT kubun_connector_operation_pkey PRIMARY KEY (caller_did, operation_id)
 	)`,
-	// Due listing and claiming: state = 'attempted' AND next_attempt_at <= now.
+	// Claiming: state = 'attempted' AND next_attempt_at <= now, oldest first.
 	`CREATE INDEX kubun_connector_operation_due_idx
 		ON kubun_connector_operation (state, next_attempt_at)`,
+	// Due listing: one state, paged by key.
+	`CREATE INDEX kubun_connector_operation_state_key_idx
+		ON kubun_connector_operation (state, caller_did, operation_id)`,
 	// Expired-lease scans.
 	`CREATE INDEX kubun_connector_operation_lease_idx
 		ON kubun_connector_operation (lease_expires_at)`,
@@ -115,10 +118,14 @@ var watchDDL = []string{
 		CONSTRAINT kubun_connector_projection_watch_pkey
 			PRIMARY KEY (owner_did, connector_name, model, account_key, source_id)
 	)`,
-	// SCHEDULE branch (status <> verified, next_attempt_at <= now) and the
-	// AUDIT branch (status IN verified, repair_failed).
-	`CREATE INDEX kubun_connector_projection_watch_due_idx
-		ON kubun_connector_projection_watch (verification_status, next_attempt_at)`,
+	// SCHEDULE branch: next_attempt_at <= now, paged by (next_attempt_at, key).
+	`CREATE INDEX kubun_connector_projection_watch_schedule_idx
+		ON kubun_connector_projection_watch
+		(next_attempt_at, owner_did, connector_name, model, account_key, source_id)`,
+	// AUDIT branch: one status at a time, paged by key.
+	`CREATE INDEX kubun_connector_projection_watch_audit_idx
+		ON kubun_connector_projection_watch
+		(verification_status, owner_did, connector_name, model, account_key, source_id)`,
 	`CREATE INDEX kubun_connector_projection_watch_document_idx
 		ON kubun_connector_projection_watch (document_id)`,
 }

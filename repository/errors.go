@@ -54,3 +54,12 @@ func notFound(err error) error {
 	}
 	return err
 }
+
+// ErrPayloadConflict is returned when an operation id is recorded again with
+// a different payload hash; the stored operation is left unchanged.
+var ErrPayloadConflict = errors.New("connstore: operation recorded with a different payload")
+
+// ErrLeaseLost is returned by a fenced write whose lease token no longer
+// holds the operation (released, expired, or claimed by another worker), or
+// whose operation already left the attempted state. Nothing was written.
+var ErrLeaseLost = errors.New("connstore: lease lost")

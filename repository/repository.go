@@ -15,13 +15,17 @@ type Options struct {
 	// NewIDFunc returns fresh random ids (lease tokens); defaults to
 	// hooks.NewUUID. Incarnations come from the hooks plugin's own source.
 	NewIDFunc func() string
+	// Backoff schedules re-drives of failed operations; defaults to
+	// DefaultBackoff().
+	Backoff BackoffPolicy
 }
 
 // Repository is the connstore store API over one *gorm.DB.
 type Repository struct {
-	db    *gorm.DB
-	now   func() time.Time
-	newID func() string
+	db      *gorm.DB
+	now     func() time.Time
+	newID   func() string
+	backoff BackoffPolicy
 }
 
 // New returns a repository on db, which must have the hooks plugin
@@ -36,7 +40,10 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if opts.NewIDFunc == nil {
 		opts.NewIDFunc = hooks.NewUUID
 	}
-	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc}, nil
+	if opts.Backoff == nil {
+		opts.Backoff = DefaultBackoff()
+	}
+	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff}, nil
 }
 
 // WithTx returns a repository whose calls run in the caller's transaction.

@@ -47,7 +47,7 @@ free_port() {
 # refuses to run as root.
 as_pg() {
 	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u "$PG_USER" -- "$@"
+		(cd / && runuser -u "$PG_USER" -- "$@")
 	else
 		"$@"
 	fi

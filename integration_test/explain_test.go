@@ -1,0 +1,112 @@
+package integrationtest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// sqlRecorder is a gorm logger that keeps every statement, values inlined.
+type sqlRecorder struct {
+	logger.Interface
+	mu    sync.Mutex
+	stmts []string
+}
+
+func newSQLRecorder() *sqlRecorder { return &sqlRecorder{Interface: logger.Discard} }
+
+func (r *sqlRecorder) LogMode(logger.LogLevel) logger.Interface { return r }
+
+func (r *sqlRecorder) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	sql, _ := fc()
+	r.mu.Lock()
+	r.stmts = append(r.stmts, sql)
+	r.mu.Unlock()
+}
+
+func (r *sqlRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.stmts
+	r.stmts = nil
+	return out
+}
+
+// recordingRepo returns a repository on e's database whose statements rec keeps.
+func recordingRepo(t *testing.T, e *env) (*repository.Repository, *sqlRecorder) {
+	t.Helper()
+	rec := newSQLRecorder()
+	repo, err := repository.New(e.db.Session(&gorm.Session{Logger: rec}),
+		repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+	require.NoError(t, err)
+	return repo, rec
+}
+
+// requireIndexBound EXPLAINs each statement and fails on a sequential scan
+// of any of tables.
+func requireIndexBound(t *testing.T, db *gorm.DB, stmts []string, tables ...string) {
+	t.Helper()
+	require.NotEmpty(t, stmts)
+	for _, stmt := range stmts {
+		var plan []string
+		require.NoError(t, db.Raw("EXPLAIN "+stmt).Scan(&plan).Error, stmt)
+		text := strings.Join(plan, "\n")
+		t.Logf("%s\n%s", stmt, text)
+		for _, table := range tables {
+			require.NotContains(t, text, "Seq Scan on "+table, "statement:\n%s\nplan:\n%s", stmt, text)
+		}
+	}
+}
+
+// seedLargePostgres fills the operation and watch tables with 100k rows
+// each, mostly finished or settled, as a long-running connector's would be.
+func seedLargePostgres(t *testing.T, db *gorm.DB) {
+	t.Helper()
+	require.NoError(t, db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
+		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
+		reissue_intent, document_id, state, attempts, next_attempt_at, version, incarnation, lease_token,
+		lease_expires_at, created_at, updated_at)
+		SELECT 'caller-' || (g % 50), 'op-' || g, 'n', 'owner-' || (g % 100), 'crm', 'm', 'create', 'a', 't',
+			'e' || g, 'h', '{}', CASE WHEN g % 3 = 0 THEN NULL ELSE 'doc-' || (g % 5000) END,
+			CASE WHEN g % 100 = 0 THEN 'attempted' WHEN g % 7 = 0 THEN 'dead' ELSE 'committed' END,
+			0, CASE WHEN g % 200 = 0 THEN NULL ELSE 1000 + g END, 0, 'i',
+			CASE WHEN g % 11 = 0 THEN 'lease' END, CASE WHEN g % 11 = 0 THEN 5000 + g END,
+			1000000 + g, 2000000 + g
+		FROM generate_series(1, 100000) g`).Error)
+	require.NoError(t, db.Exec(`INSERT INTO kubun_connector_projection_watch (owner_did, connector_name,
+		model, account_key, source_id, document_id, verified_state_digest, observed_winner_digest,
+		verification_status, verification_attempts, repair_generation, next_attempt_at, version,
+		created_at, updated_at)
+		SELECT 'owner-' || (g % 100), 'crm', 'm', 'a', 's-' || g, 'doc-' || g, 'd', NULL,
+			CASE WHEN g % 500 = 0 THEN 'verified' WHEN g % 501 = 0 THEN 'repair_failed'
+				ELSE 'pending_verification' END,
+			0, 0, CASE WHEN g % 50 = 0 THEN 1000 + g END, 0, 1, 1
+		FROM generate_series(1, 100000) g`).Error)
+	require.NoError(t, db.Exec(`ANALYZE`).Error)
+}
+
+// TestExplainClaimAndDueUseIndexes: over 100k rows the claim and the due
+// sweep never scan the operation or watch table sequentially.
+func TestExplainClaimAndDueUseIndexes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, pgKind)
+	seedLargePostgres(t, e.db)
+	repo, rec := recordingRepo(t, e)
+	e.clock.ms.Store(50000)
+
+	_, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation")
+
+	work, err := repo.ListDueOperations(ctx(t), repository.DueParams{Now: e.clock.Now(), ReadWinners: noWinners})
+	require.NoError(t, err)
+	require.NotEmpty(t, work.Operations)
+	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation", "kubun_connector_projection_watch")
+}

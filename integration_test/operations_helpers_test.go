@@ -1,0 +1,57 @@
+package integrationtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+)
+
+func opInput(caller, id string) repository.OperationInput {
+	return repository.OperationInput{
+		CallerDID: caller, OperationID: id, NodeKey: "node-" + id, OwnerDID: "owner", ConnectorName: "crm",
+		Model: "contact", Op: "create", AccountKey: "acct", Target: "contacts", DeterministicEventID: "evt-" + id,
+		PayloadHash: "hash-" + id, ReissueIntent: models.JSON(`{"op":"create"}`),
+	}
+}
+
+func recordOp(t *testing.T, e *env, caller, id string) *models.Operation {
+	t.Helper()
+	op, created, err := e.repo.RecordOperation(ctx(t), opInput(caller, id))
+	require.NoError(t, err)
+	require.True(t, created)
+	return op
+}
+
+// opRow builds an operation row for bulk seeding.
+func opRow(i int, state string, next *int64, created int64) models.Operation {
+	id := fmt.Sprintf("op-%06d", i)
+	return models.Operation{
+		CallerDID: "caller", OperationID: id, NodeKey: "n", OwnerDID: "owner", ConnectorName: "crm",
+		Model: "m", Op: "create", AccountKey: "a", Target: "t", DeterministicEventID: "e" + id,
+		PayloadHash: "h", ReissueIntent: models.JSON(`{}`), State: state, NextAttemptAt: next,
+		CreatedAt: created, UpdatedAt: created,
+	}
+}
+
+func seedOps(t *testing.T, e *env, rows []models.Operation) {
+	t.Helper()
+	require.NoError(t, e.db.CreateInBatches(rows, 500).Error)
+}
+
+func ms(t time.Time) *int64 { v := t.UnixMilli(); return &v }
+
+// snapshot reads an operation for before/after comparison.
+func snapshot(t *testing.T, e *env, caller, id string) models.Operation {
+	t.Helper()
+	op, err := e.repo.GetOperation(ctx(t), caller, id)
+	require.NoError(t, err)
+	return *op
+}
+
+// noWinners is a batch winner reader that finds no winner at all.
+func noWinners(context.Context, []string) (map[string]string, error) { return nil, nil }

@@ -1,0 +1,125 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm/clause"
+)
+
+// OperationInput is an outbound write about to be attempted.
+type OperationInput struct {
+	CallerDID, OperationID, NodeKey, OwnerDID, ConnectorName string
+	Model, Op, AccountKey, Target, DeterministicEventID      string
+	// PayloadHash identifies the payload; re-recording must match it.
+	PayloadHash string
+	// SourceID is the provider-side id, when known.
+	SourceID *string
+	// ReissueIntent is the JSON needed to re-drive the write; required.
+	ReissueIntent models.JSON
+}
+
+// RecordOperation records an attempted operation idempotently by
+// (caller, operation id). Recording the same payload hash again returns the
+// stored row with created false; a different payload hash returns
+// ErrPayloadConflict and changes nothing.
+func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op *models.Operation, created bool, err error) {
+	if err := validateOperationInput(in); err != nil {
+		return nil, false, fmt.Errorf("record operation: %w", err)
+	}
+	now := r.nowMillis()
+	row := &models.Operation{
+		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,
+		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
+		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
+		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent,
+		State: models.OperationAttempted, CreatedAt: now, UpdatedAt: now,
+	}
+	tx := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row)
+	if tx.Error != nil {
+		return nil, false, fmt.Errorf("record operation %s/%s: %w", in.CallerDID, in.OperationID, tx.Error)
+	}
+	if tx.RowsAffected > 0 {
+		return row, true, nil
+	}
+	existing, err := r.GetOperation(ctx, in.CallerDID, in.OperationID)
+	if err != nil {
+		return nil, false, fmt.Errorf("record operation: %w", err)
+	}
+	if existing.PayloadHash != in.PayloadHash {
+		return nil, false, fmt.Errorf("record operation %s/%s: %w (stored %s, given %s)",
+			in.CallerDID, in.OperationID, ErrPayloadConflict, existing.PayloadHash, in.PayloadHash)
+	}
+	return existing, false, nil
+}
+
+// GetOperation returns one operation, or ErrNotFound.
+func (r *Repository) GetOperation(ctx context.Context, caller, operationID string) (*models.Operation, error) {
+	if err := requireKeys("caller", caller, "operation id", operationID); err != nil {
+		return nil, fmt.Errorf("get operation: %w", err)
+	}
+	var row models.Operation
+	err := r.conn(ctx).Scopes(scopes.Caller(caller), scopes.Eq("operation_id", operationID)).Take(&row).Error
+	if err != nil {
+		return nil, fmt.Errorf("get operation %s/%s: %w", caller, operationID, notFound(err))
+	}
+	return &row, nil
+}
+
+// OperationCursor is the position after which ListOperationsByOwner resumes.
+type OperationCursor struct {
+	CreatedAt              int64
+	CallerDID, OperationID string
+}
+
+// CursorOf returns the cursor just after op.
+func CursorOf(op *models.Operation) *OperationCursor {
+	return &OperationCursor{CreatedAt: op.CreatedAt, CallerDID: op.CallerDID, OperationID: op.OperationID}
+}
+
+// ListOperationsParams pages through one owner's operations, oldest first.
+type ListOperationsParams struct {
+	// OwnerDID is the owner whose operations are listed.
+	OwnerDID string
+	// After resumes after this position; nil starts at the oldest.
+	After *OperationCursor
+	// Limit is the page size; it must be positive.
+	Limit int
+}
+
+// ListOperationsByOwner returns up to Limit operations of an owner in
+// (created_at, caller, operation id) order. A short page is the last one.
+func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperationsParams) ([]models.Operation, error) {
+	if err := errors.Join(requireKeys("owner", p.OwnerDID), requireLimit(p.Limit)); err != nil {
+		return nil, fmt.Errorf("list operations: %w", err)
+	}
+	var after []any
+	if p.After != nil {
+		after = []any{p.After.CreatedAt, p.After.CallerDID, p.After.OperationID}
+	}
+	var rows []models.Operation
+	err := r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
+		scopes.After([]string{"created_at", "caller_did", "operation_id"}, after)).
+		Limit(p.Limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list operations of %s: %w", p.OwnerDID, err)
+	}
+	return rows, nil
+}
+
+func validateOperationInput(in OperationInput) error {
+	err := requireKeys("caller", in.CallerDID, "operation id", in.OperationID, "node key", in.NodeKey,
+		"owner", in.OwnerDID, "connector", in.ConnectorName, "model", in.Model, "op", in.Op,
+		"account key", in.AccountKey, "target", in.Target,
+		"deterministic event id", in.DeterministicEventID, "payload hash", in.PayloadHash)
+	if err != nil {
+		return err
+	}
+	if in.ReissueIntent.IsNull() {
+		return invalid("reissue intent is empty")
+	}
+	return requireJSON(in.ReissueIntent)
+}
