@@ -172,9 +172,10 @@ var sweepDDL = []string{
 		CONSTRAINT kubun_connector_sweep_candidate_pkey
 			PRIMARY KEY (owner_did, connector_name, "partition", provenance, document_id)
 	)`,
-	// Candidate listing in (updated_at, document_id) order.
+	// Candidate listing in (updated_at, document_id) order, paged by key.
 	`CREATE INDEX kubun_connector_sweep_candidate_list_idx
-		ON kubun_connector_sweep_candidate (owner_did, connector_name, updated_at, document_id)`,
+		ON kubun_connector_sweep_candidate
+		(owner_did, connector_name, updated_at, document_id, "partition", provenance)`,
 	// Unresolved candidates of a partition (checkpoint commit checks).
 	`CREATE INDEX kubun_connector_sweep_candidate_state_idx
 		ON kubun_connector_sweep_candidate (owner_did, connector_name, "partition", state)`,

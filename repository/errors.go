@@ -63,3 +63,46 @@ var ErrPayloadConflict = errors.New("connstore: operation recorded with a differ
 // holds the operation (released, expired, or claimed by another worker), or
 // whose operation already left the attempted state. Nothing was written.
 var ErrLeaseLost = errors.New("connstore: lease lost")
+
+// ErrCheckpointRefused is returned when a sweep checkpoint cannot be
+// committed yet (or ever). CheckpointRefusedError names the reason.
+var ErrCheckpointRefused = errors.New("connstore: sweep checkpoint refused")
+
+// Reasons a sweep checkpoint commit is refused.
+const (
+	RefusedReceiptMissing    = "receipt not recorded"
+	RefusedIncomplete        = "receipt is not a complete relist"
+	RefusedAlreadyCommitted  = "receipt already committed"
+	RefusedUnresolved        = "receipt has unresolved candidates"
+	RefusedEarlierUnresolved = "an earlier receipt of the partition has unresolved candidates"
+)
+
+// CheckpointRefusedError says why CommitSweepCheckpoint changed nothing.
+type CheckpointRefusedError struct {
+	// Receipt is the receipt whose commit was refused.
+	Receipt ReceiptKey
+	// Reason is one of the Refused* constants.
+	Reason string
+}
+
+// Error implements error.
+func (e *CheckpointRefusedError) Error() string {
+	return fmt.Sprintf("commit sweep checkpoint %v: %s", e.Receipt, e.Reason)
+}
+
+// Unwrap makes errors.Is(err, ErrCheckpointRefused) hold.
+func (e *CheckpointRefusedError) Unwrap() error { return ErrCheckpointRefused }
+
+// isDuplicateKey reports a unique-constraint violation, translated by the
+// dialect into gorm.ErrDuplicatedKey where it can.
+// Translators match the driver's own error type, so each layer of wrapping
+// is offered to them.
+func (r *Repository) isDuplicateKey(err error) bool {
+	t, ok := r.db.Dialector.(gorm.ErrorTranslator)
+	for ; err != nil; err = errors.Unwrap(err) {
+		if errors.Is(err, gorm.ErrDuplicatedKey) || (ok && errors.Is(t.Translate(err), gorm.ErrDuplicatedKey)) {
+			return true
+		}
+	}
+	return false
+}
