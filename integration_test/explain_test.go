@@ -110,3 +110,40 @@ func TestExplainClaimAndDueUseIndexes(t *testing.T) {
 	require.NotEmpty(t, work.Operations)
 	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation", "kubun_connector_projection_watch")
 }
+
+// TestExplainRetentionAndCandidatesUseIndexes: over 100k rows the retention
+// DELETE and the candidate listing never scan their tables sequentially.
+func TestExplainRetentionAndCandidatesUseIndexes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, pgKind)
+	seedLargePostgres(t, e.db)
+	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name,
+		"partition", provenance, document_id, source_id, model_id, state, attempts, apply_failures,
+		updated_at, next_attempt_at)
+		SELECT 'owner-' || (g % 100), 'crm', 'p' || (g % 10), 'prov-' || (g % 7), 'doc-' || g, NULL, 'm',
+			CASE WHEN g % 3 = 0 THEN 'applied' WHEN g % 3 = 1 THEN 'pending' ELSE 'present' END,
+			0, 0, g, g % 1000
+		FROM generate_series(1, 120000) g`).Error)
+	require.NoError(t, e.db.Exec(`ANALYZE`).Error)
+	repo, rec := recordingRepo(t, e)
+	e.clock.ms.Store(3000000)
+
+	n, err := repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: time.UnixMilli(2050000), Limit: 100})
+	require.NoError(t, err)
+	require.Positive(t, n)
+	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation")
+
+	due := time.UnixMilli(500)
+	for _, p := range []repository.ListCandidatesParams{
+		{OwnerDID: "owner-7", ConnectorName: "crm", Limit: 100},
+		{OwnerDID: "owner-7", ConnectorName: "crm", Limit: 100, DueAt: &due},
+	} {
+		page, err := repo.ListSweepCandidates(ctx(t), p)
+		require.NoError(t, err)
+		require.NotEmpty(t, page)
+		p.After = repository.CandidateCursorOf(&page[len(page)-1])
+		_, err = repo.ListSweepCandidates(ctx(t), p)
+		require.NoError(t, err)
+	}
+	requireIndexBound(t, e.db, rec.take(), "kubun_connector_sweep_candidate")
+}

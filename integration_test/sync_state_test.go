@@ -97,8 +97,7 @@ func TestUpdateProgressInsertsIdle(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		rec := &progressRecorder{delta: 2}
-		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorName: "c", OwnerDID: "o", Recompute: rec.fn(t, e)}))
+		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		require.Equal(t, []*repository.SyncProgressCurrent{nil}, rec.calls)
 		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
 		require.NoError(t, err)
@@ -115,8 +114,7 @@ func TestUpdateProgressNeverWritesStatus(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", baseState(t)))
 		rec := &progressRecorder{delta: 1}
-		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorName: "c", OwnerDID: "o", Recompute: rec.fn(t, e)}))
+		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
 		require.NoError(t, err)
 		require.Equal(t, models.SyncStatusSyncing, got.Status)
@@ -131,18 +129,15 @@ func TestUpdateProgressNeverWritesStatus(t *testing.T) {
 func TestUpdateProgressLoserRecomputesFromWinner(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
-			Checkpoint: mustJSON(t, map[string]int{"N": 10}), LastSyncedAt: "t", Status: "idle"}))
+		setCounter(t, e, 10)
 		rec := &progressRecorder{delta: 1}
 		rec.hook = func(call int) {
 			if call == 1 { // a concurrent writer lands between our read and write
 				winner := &progressRecorder{delta: 100}
-				require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorName: "c", OwnerDID: "o", Recompute: winner.fn(t, e)}))
+				require.NoError(t, updateProgress(t, e, winner.fn(t, e)))
 			}
 		}
-		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorName: "c", OwnerDID: "o", Recompute: rec.fn(t, e)}))
+		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		require.Len(t, rec.calls, 2)
 		require.Equal(t, int64(1), rec.calls[1].Version, "retry reads the winner's row")
 		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
@@ -155,18 +150,15 @@ func TestUpdateProgressLoserRecomputesFromWinner(t *testing.T) {
 func TestUpdateProgressRecreatedRowRejectsStaleRead(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
-			Checkpoint: mustJSON(t, map[string]int{"N": 10}), LastSyncedAt: "t", Status: "idle"}))
+		setCounter(t, e, 10)
 		rec := &progressRecorder{delta: 1}
 		rec.hook = func(call int) {
 			if call == 1 { // delete + recreate: same version 0, new incarnation
 				require.NoError(t, e.repo.DeleteSyncState(ctx(t), "c", "o"))
-				require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
-					Checkpoint: mustJSON(t, map[string]int{"N": 50}), LastSyncedAt: "t", Status: "idle"}))
+				setCounter(t, e, 50)
 			}
 		}
-		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorName: "c", OwnerDID: "o", Recompute: rec.fn(t, e)}))
+		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		require.Len(t, rec.calls, 2)
 		require.Equal(t, rec.calls[0].Version, rec.calls[1].Version, "same version, so only the incarnation caught it")
 		require.NotEqual(t, rec.calls[0].Incarnation, rec.calls[1].Incarnation)
@@ -321,4 +313,17 @@ func TestNewRequiresPlugin(t *testing.T) {
 	t.Parallel()
 	_, err := repository.New(openBare(t, sqlitekind), repository.Options{})
 	require.ErrorIs(t, err, repository.ErrPluginMissing)
+}
+
+// setCounter writes the row c/o with checkpoint {"N": n}.
+func setCounter(t *testing.T, e *env, n int) {
+	t.Helper()
+	require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
+		Checkpoint: mustJSON(t, map[string]int{"N": n}), LastSyncedAt: "t", Status: "idle"}))
+}
+
+// updateProgress runs UpdateSyncProgress on c/o with the default retries.
+func updateProgress(t *testing.T, e *env, fn repository.RecomputeFunc) error {
+	return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
+		ConnectorName: "c", OwnerDID: "o", Recompute: fn})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -61,12 +62,9 @@ func (r *Repository) GetOperation(ctx context.Context, caller, operationID strin
 	if err := requireKeys("caller", caller, "operation id", operationID); err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}
-	var row models.Operation
-	err := r.conn(ctx).Scopes(scopes.Caller(caller), scopes.Eq("operation_id", operationID)).Take(&row).Error
-	if err != nil {
-		return nil, fmt.Errorf("get operation %s/%s: %w", caller, operationID, notFound(err))
-	}
-	return &row, nil
+	return takeOne[models.Operation](ctx, r, "operation", caller+"/"+operationID, func(db *gorm.DB) *gorm.DB {
+		return db.Scopes(scopes.Caller(caller), scopes.Eq("operation_id", operationID))
+	})
 }
 
 // OperationCursor is the position after which ListOperationsByOwner resumes.

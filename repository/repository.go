@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -67,3 +68,12 @@ func (r *Repository) conn(ctx context.Context) *gorm.DB {
 
 // nowMillis is the injected clock in epoch milliseconds.
 func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }
+
+// takeOne reads the one row selected by scope, translating not-found.
+func takeOne[T any](ctx context.Context, r *Repository, what string, key any, scope func(*gorm.DB) *gorm.DB) (*T, error) {
+	var row T
+	if err := r.conn(ctx).Scopes(scope).Take(&row).Error; err != nil {
+		return nil, fmt.Errorf("get %s %v: %w", what, key, notFound(err))
+	}
+	return &row, nil
+}

@@ -21,7 +21,7 @@ var (
 
 // CandidateCursor is the position after which ListSweepCandidates resumes.
 type CandidateCursor struct {
-	UpdatedAt                        int64
+	UpdatedAt                         int64
 	DocumentID, Partition, Provenance string
 }
 

@@ -114,11 +114,7 @@ func (r *Repository) GetSweepCheckpoint(ctx context.Context, k PartitionKey) (*m
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get sweep checkpoint: %w", err)
 	}
-	var row models.SweepCheckpoint
-	if err := r.conn(ctx).Scopes(k.scope).Take(&row).Error; err != nil {
-		return nil, fmt.Errorf("get sweep checkpoint %v: %w", k, notFound(err))
-	}
-	return &row, nil
+	return takeOne[models.SweepCheckpoint](ctx, r, "sweep checkpoint", k, k.scope)
 }
 
 // exists reports whether q matches a row, reading at most one.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -35,12 +36,9 @@ func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) 
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return nil, fmt.Errorf("get sync state: %w", err)
 	}
-	var row models.SyncState
-	err := r.conn(ctx).Scopes(scopes.Connector(connector), scopes.Owner(owner)).Take(&row).Error
-	if err != nil {
-		return nil, fmt.Errorf("get sync state %s/%s: %w", connector, owner, notFound(err))
-	}
-	return &row, nil
+	return takeOne[models.SyncState](ctx, r, "sync state", connector+"/"+owner, func(db *gorm.DB) *gorm.DB {
+		return db.Scopes(scopes.Connector(connector), scopes.Owner(owner))
+	})
 }
 
 // SetSyncState upserts the row. A fresh insert seeds version 0 and a random

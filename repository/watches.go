@@ -85,11 +85,7 @@ func (r *Repository) GetWatch(ctx context.Context, k WatchKey) (*models.Projecti
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get watch: %w", err)
 	}
-	var row models.ProjectionWatch
-	if err := r.conn(ctx).Scopes(k.scope).Take(&row).Error; err != nil {
-		return nil, fmt.Errorf("get watch %v: %w", k, notFound(err))
-	}
-	return &row, nil
+	return takeOne[models.ProjectionWatch](ctx, r, "watch", k, k.scope)
 }
 
 // VerificationParams records the outcome of verifying a watch.

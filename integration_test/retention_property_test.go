@@ -1,0 +1,161 @@
+package integrationtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/stretchr/testify/require"
+)
+
+// refNewer is the seed's order: created_at, then caller, then operation id.
+func refNewer(n, o *models.Operation) bool {
+	if n.CreatedAt != o.CreatedAt {
+		return n.CreatedAt > o.CreatedAt
+	}
+	if n.CallerDID != o.CallerDID {
+		return n.CallerDID > o.CallerDID
+	}
+	return n.OperationID > o.OperationID
+}
+
+// refNewerExists: a newer row of states on o's document sharing o's caller
+// (byCaller) or owner.
+func refNewerExists(all []models.Operation, o *models.Operation, byCaller bool, states ...string) bool {
+	for i := range all {
+		n := &all[i]
+		same := n.OwnerDID == o.OwnerDID
+		if byCaller {
+			same = n.CallerDID == o.CallerDID
+		}
+		if n.DocumentID != nil && *n.DocumentID == *o.DocumentID && same &&
+			slices.Contains(states, n.State) && refNewer(n, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// refCollect is the reference model of the keep rules: the ids one
+// CollectFinishedOperations(before, limit) at now must delete.
+func refCollect(all []models.Operation, before, now int64, limit int) (deleted []string, collectable int) {
+	const c, d = models.OperationCommitted, models.OperationDead
+	var picked []models.Operation
+	for i := range all {
+		o := &all[i]
+		if (o.State != c && o.State != d) || o.UpdatedAt >= before ||
+			(o.LeaseToken != nil && *o.LeaseExpiresAt >= now) {
+			continue
+		}
+		if o.DocumentID == nil ||
+			((o.State != c || refNewerExists(all, o, true, c)) &&
+				(o.State != c || refNewerExists(all, o, false, c)) &&
+				refNewerExists(all, o, true, c, d) && refNewerExists(all, o, false, c, d)) {
+			picked = append(picked, *o)
+		}
+	}
+	sort.Slice(picked, func(i, j int) bool {
+		a, b := picked[i], picked[j]
+		if a.UpdatedAt != b.UpdatedAt {
+			return a.UpdatedAt < b.UpdatedAt
+		}
+		if a.CallerDID != b.CallerDID {
+			return a.CallerDID < b.CallerDID
+		}
+		return a.OperationID < b.OperationID
+	})
+	out := ids(picked[:min(limit, len(picked))])
+	sort.Strings(out)
+	return out, len(picked)
+}
+
+func randomHistory(r *rand.Rand, now int64) []models.Operation {
+	states := []string{models.OperationCommitted, models.OperationCommitted, models.OperationDead,
+		models.OperationAttempted, models.OperationReconcileOnly}
+	docs := []*string{nil, models.StrPtr("d1"), models.StrPtr("d1"), models.StrPtr("d2")}
+	rows := make([]models.Operation, 1+r.IntN(25))
+	for i := range rows {
+		op := opRow(i, states[r.IntN(len(states))], nil, int64(r.IntN(6)))
+		op.OperationID = fmt.Sprintf("op%02d", i)
+		op.CallerDID = fmt.Sprintf("c%d", r.IntN(3))
+		op.OwnerDID = fmt.Sprintf("o%d", r.IntN(2))
+		op.DocumentID = docs[r.IntN(len(docs))]
+		op.UpdatedAt = int64(r.IntN(11))
+		switch r.IntN(4) {
+		case 0:
+			op.LeaseToken, op.LeaseExpiresAt = models.StrPtr("t"), ptr(now+1000)
+		case 1:
+			op.LeaseToken, op.LeaseExpiresAt = models.StrPtr("t"), ptr(now-1000)
+		}
+		rows[i] = op
+	}
+	return rows
+}
+
+// TestRetentionMatchesReferenceModel: on hundreds of seeded random
+// histories the DELETE removes exactly the reference model's set.
+func TestRetentionMatchesReferenceModel(t *testing.T) {
+	t.Parallel()
+	const cases, seed = 300, 20261202
+	forEachDB(t, func(t *testing.T, e *env) {
+		r := rand.New(rand.NewPCG(seed, 1))
+		now := e.clock.Millis()
+		var deleting, limited, keptByDocument int
+		for i := range cases {
+			require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_operation").Error)
+			rows := randomHistory(r, now)
+			seedOps(t, e, rows)
+			before, limit := int64(r.IntN(12)), 1+r.IntN(len(rows)+2)
+			if r.IntN(2) == 0 { // small batches, so the limit often binds
+				limit = 1 + r.IntN(3)
+			}
+			want, collectable := refCollect(rows, before, now, limit)
+			deleting += min(len(want), 1)
+			if collectable > limit {
+				limited++
+			}
+			if _, all := refCollect(rows, 1<<40, now-1<<40, 1<<20); all < len(rows) {
+				keptByDocument++
+			}
+
+			n := collect(t, e, time.UnixMilli(before), limit)
+			kept := remaining(t, e)
+			deleted := []string{}
+			for _, op := range rows {
+				if !slices.Contains(kept, op.OperationID) {
+					deleted = append(deleted, op.OperationID)
+				}
+			}
+			sort.Strings(deleted)
+			require.Equal(t, append([]string{}, want...), deleted, "case %d (seed %d): before=%d limit=%d now=%d\n%s",
+				i, seed, before, limit, now, describe(rows))
+			require.Equal(t, int64(len(want)), n, "case %d", i)
+		}
+		// The generator must exercise deletes, the limit and the keep rules.
+		require.Greater(t, deleting, cases/4)
+		require.Greater(t, limited, cases/20)
+		require.Greater(t, keptByDocument, cases/4)
+	})
+}
+
+// describe prints a history compactly for a failing case.
+func describe(rows []models.Operation) string {
+	var b strings.Builder
+	for _, o := range rows {
+		doc, lease := "-", "-"
+		if o.DocumentID != nil {
+			doc = *o.DocumentID
+		}
+		if o.LeaseExpiresAt != nil {
+			lease = fmt.Sprint(*o.LeaseExpiresAt)
+		}
+		fmt.Fprintf(&b, "%s caller=%s owner=%s %s doc=%s created=%d updated=%d lease=%s\n",
+			o.OperationID, o.CallerDID, o.OwnerDID, o.State, doc, o.CreatedAt, o.UpdatedAt, lease)
+	}
+	return b.String()
+}
