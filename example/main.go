@@ -68,6 +68,7 @@ func run(ctx context.Context, out io.Writer, dsn, file string) error {
 	steps := []func(context.Context, io.Writer, *repository.Repository) error{
 		syncProgress,
 		operations,
+		sweeps,
 	}
 	for _, step := range steps {
 		if err := step(ctx, out, repo); err != nil {

@@ -49,7 +49,7 @@ func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	}
 }
 
-func setup(t *testing.T, kind string) *env {
+func setup(t testing.TB, kind string) *env {
 	t.Helper()
 	db := openBare(t, kind)
 	e := &env{kind: kind, db: db, clock: newFakeClock(), ids: &seqIDs{prefix: "id"}}
@@ -62,7 +62,7 @@ func setup(t *testing.T, kind string) *env {
 }
 
 // openBare opens an empty database of kind with no plugin and no schema.
-func openBare(t *testing.T, kind string) *gorm.DB {
+func openBare(t testing.TB, kind string) *gorm.DB {
 	t.Helper()
 	cfg := &gorm.Config{Logger: logger.Discard}
 	var (
@@ -93,7 +93,7 @@ func sqliteDSN(path string) string {
 
 // pgSchemaDSN creates a schema for this test and returns a DSN whose
 // search_path selects it; the schema is dropped when the test ends.
-func pgSchemaDSN(t *testing.T) string {
+func pgSchemaDSN(t testing.TB) string {
 	t.Helper()
 	dsn := os.Getenv(pgEnv)
 	if dsn == "" {
