@@ -23,11 +23,7 @@ func TestRetentionRecheckKeepsRowLeasedMeanwhile(t *testing.T) {
 	})
 
 	// A concurrent writer leases x and has not committed yet.
-	writer := e.db.Begin()
-	require.NoError(t, writer.Error)
-	defer writer.Rollback()
-	var writerPID int
-	require.NoError(t, writer.Raw("SELECT pg_backend_pid()").Scan(&writerPID).Error)
+	writer, writerPID := lockHolder(t, e.db)
 	require.NoError(t, writer.Exec(`UPDATE kubun_connector_operation SET lease_token = 'w',
 		lease_expires_at = ?, updated_at = ? WHERE operation_id = 'x'`,
 		e.clock.At(time.Hour).UnixMilli(), e.clock.Millis()).Error)
@@ -41,12 +37,7 @@ func TestRetentionRecheckKeepsRowLeasedMeanwhile(t *testing.T) {
 		}
 		done <- n
 	}()
-	require.Eventually(t, func() bool {
-		var waiting int
-		err := e.db.Raw(`SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))`, writerPID).
-			Scan(&waiting).Error
-		return err == nil && waiting > 0
-	}, 20*time.Second, 10*time.Millisecond, "the DELETE never waited on the leased row")
+	waitBlockedBy(t, e.db, writerPID) // the DELETE waits on the leased row
 	require.NoError(t, writer.Commit().Error)
 
 	select {

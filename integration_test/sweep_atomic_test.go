@@ -21,11 +21,7 @@ func TestCommitCheckpointAtomicOnKill(t *testing.T) {
 	before := sweepSnapshot(t, e)
 
 	// Hold a lock on the applied candidate so the commit stalls at its DELETE.
-	blocker := e.db.Begin()
-	require.NoError(t, blocker.Error)
-	defer blocker.Rollback()
-	var blockerPID int
-	require.NoError(t, blocker.Raw("SELECT pg_backend_pid()").Scan(&blockerPID).Error)
+	blocker, blockerPID := lockHolder(t, e.db)
 	require.NoError(t, blocker.Exec(`SELECT 1 FROM kubun_connector_sweep_candidate
 		WHERE document_id = 'a' FOR UPDATE`).Error)
 
@@ -35,13 +31,7 @@ func TestCommitCheckpointAtomicOnKill(t *testing.T) {
 		done <- err
 	}()
 
-	var victim int
-	require.Eventually(t, func() bool {
-		victim = 0
-		err := e.db.Raw(`SELECT pid FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))`, blockerPID).
-			Scan(&victim).Error
-		return err == nil && victim != 0
-	}, 20*time.Second, 10*time.Millisecond, "commit never blocked on the candidate lock")
+	victim := waitBlockedBy(t, e.db, blockerPID)
 
 	var upserted int64
 	require.NoError(t, e.db.Raw(`SELECT count(*) FROM pg_locks WHERE pid = ? AND mode = 'RowExclusiveLock'
