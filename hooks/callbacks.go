@@ -110,6 +110,10 @@ func (p *Plugin) afterUpdate(db *gorm.DB) {
 	}
 	read := v.(models.LockState)
 	locker, _ := loadedRow(db.Statement)
+	if db.DryRun { // nothing ran: no conflict to report, no version to advance
+		locker.SetLockVersion(read.Version)
+		return
+	}
 	if db.Error == nil && db.RowsAffected == 0 {
 		db.AddError(fmt.Errorf("%w: %s at version %d", ErrConflict, db.Statement.Table, read.Version))
 	}

@@ -130,3 +130,19 @@ func TestHookPluginRegistration(t *testing.T) {
 	// Initialize again re-binds instead of stacking a second guard.
 	require.NoError(t, p.Initialize(db))
 }
+
+// TestHookGeneratedSQL pins the guarded UPDATE the plugin produces.
+func TestHookGeneratedSQL(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		seedSyncRow(t, e.db, "o")
+		row := loadSyncRow(t, e.db, "o")
+		sql := e.db.ToSQL(func(tx *gorm.DB) *gorm.DB {
+			return tx.Model(row).Updates(map[string]any{"entity_count": 2})
+		})
+		require.Regexp(t, `SET .entity_count.=2,.version.=1 WHERE .kubun_connector_sync_state.\..version. = 0 `+
+			`AND .kubun_connector_sync_state.\..incarnation. = .id-1. AND .connector_name. = .c. AND .owner_did. = .o.$`, sql)
+		require.Equal(t, int64(0), row.Version, "a dry run leaves the model as read")
+		require.Equal(t, int64(0), loadSyncRow(t, e.db, "o").Version)
+	})
+}
