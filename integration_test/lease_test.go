@@ -225,3 +225,21 @@ func TestTerminalTransitions(t *testing.T) {
 		require.Equal(t, []string{"x"}, ids(claim(t, e, 10, time.Minute)), "released operation is claimable again")
 	})
 }
+
+func TestClaimOldestDueFirst(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		now := e.clock.Millis()
+		seedOps(t, e, []models.Operation{
+			opRow(1, models.OperationAttempted, ptr(now-10), 1),
+			opRow(2, models.OperationAttempted, ptr(now-30), 2),
+			opRow(3, models.OperationAttempted, ptr(now-20), 3),
+		})
+		recordOp(t, e, "caller", "fresh") // due now: after every backed-off row
+		var order []string
+		for range 4 {
+			order = append(order, ids(claim(t, e, 1, time.Minute))...)
+		}
+		require.Equal(t, []string{"op-000002", "op-000003", "op-000001", "fresh"}, order)
+	})
+}

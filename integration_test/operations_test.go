@@ -16,7 +16,7 @@ func TestRecordOperationIdempotent(t *testing.T) {
 		require.Equal(t, models.OperationAttempted, first.State)
 		require.Equal(t, int64(0), first.Version)
 		require.NotNil(t, first.Incarnation)
-		require.Nil(t, first.NextAttemptAt, "due at once")
+		require.Equal(t, e.clock.Millis(), *first.NextAttemptAt, "due at once")
 		require.Equal(t, e.clock.Millis(), first.CreatedAt)
 
 		e.clock.Advance(time.Second)

@@ -37,7 +37,10 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
 		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
 		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent,
-		State: models.OperationAttempted, CreatedAt: now, UpdatedAt: now,
+		// Due at once. An explicit time rather than NULL keeps claim order
+		// (next_attempt_at ascending) the same on both databases, which
+		// place NULLs at opposite ends.
+		State: models.OperationAttempted, NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now,
 	}
 	tx := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row)
 	if tx.Error != nil {
