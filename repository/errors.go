@@ -94,9 +94,8 @@ func (e *CheckpointRefusedError) Error() string {
 func (e *CheckpointRefusedError) Unwrap() error { return ErrCheckpointRefused }
 
 // isDuplicateKey reports a unique-constraint violation, translated by the
-// dialect into gorm.ErrDuplicatedKey where it can.
-// Translators match the driver's own error type, so each layer of wrapping
-// is offered to them.
+// dialect into gorm.ErrDuplicatedKey. Translators match the driver's own
+// error type, so each layer of wrapping is offered to them.
 func (r *Repository) isDuplicateKey(err error) bool {
 	t, ok := r.db.Dialector.(gorm.ErrorTranslator)
 	for ; err != nil; err = errors.Unwrap(err) {

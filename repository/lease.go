@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
-
 	"gorm.io/gorm/clause"
 )
 
@@ -46,7 +46,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) ([]mode
 	if p.OwnerDID != "" {
 		due = due.Scopes(scopes.Owner(p.OwnerDID))
 	}
-	if r.db.Dialector.Name() == "postgres" {
+	if r.isPostgres() {
 		due = due.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
 	}
 	var rows []models.Operation
@@ -60,7 +60,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) ([]mode
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
 	slices.SortFunc(rows, func(a, b models.Operation) int {
-		return strings.Compare(a.CallerDID+"\x00"+a.OperationID, b.CallerDID+"\x00"+b.OperationID)
+		return cmp.Or(strings.Compare(a.CallerDID, b.CallerDID), strings.Compare(a.OperationID, b.OperationID))
 	})
 	return rows, nil
 }

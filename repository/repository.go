@@ -7,6 +7,7 @@ import (
 
 	"github.com/connstore/connstore/hooks"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // Options configures a Repository. The zero value is usable.
@@ -64,6 +65,16 @@ func (r *Repository) Transaction(ctx context.Context, fn func(*Repository) error
 // per-statement transaction (every single statement is already atomic).
 func (r *Repository) conn(ctx context.Context) *gorm.DB {
 	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true})
+}
+
+// isPostgres reports whether row locks (FOR UPDATE) are available; SQLite
+// serializes writers instead.
+func (r *Repository) isPostgres() bool { return r.db.Dialector.Name() == "postgres" }
+
+// increment is column + 1, quoted by the dialect; table qualifies it where
+// a bare column would be ambiguous (ON CONFLICT DO UPDATE on Postgres).
+func increment(table, column string) clause.Expr {
+	return gorm.Expr("? + 1", clause.Column{Table: table, Name: column})
 }
 
 // nowMillis is the injected clock in epoch milliseconds.

@@ -97,7 +97,7 @@ func (r *Repository) RecordSweepOutcome(ctx context.Context, o SweepOutcome) (bo
 		return false, fmt.Errorf("record sweep outcome: %w", err)
 	}
 	return r.updateCandidate(ctx, "record sweep outcome", o.CandidateKey, scopes.NotIn("state", resolvedStates...),
-		map[string]any{"state": o.Outcome, "attempts": gorm.Expr("attempts + 1"), "last_error": o.LastError,
+		map[string]any{"state": o.Outcome, "attempts": increment("", "attempts"), "last_error": o.LastError,
 			"next_attempt_at": next})
 }
 
@@ -130,7 +130,7 @@ func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure
 		Updates(map[string]any{
 			"state": gorm.Expr("CASE WHEN apply_failures >= ? THEN ? ELSE ? END",
 				MaxSweepApplyAttempts-1, models.CandidateRefused, models.CandidatePending),
-			"apply_failures": gorm.Expr("apply_failures + 1"), "last_error": f.LastError,
+			"apply_failures": increment("", "apply_failures"), "last_error": f.LastError,
 			"next_attempt_at": next, "updated_at": r.nowMillis(),
 		}).Error
 	if err != nil {

@@ -51,7 +51,7 @@ func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (*
 func (r *Repository) commitCheck(tx *gorm.DB, k ReceiptKey) (*models.SweepReceipt, error) {
 	refuse := func(reason string) error { return &CheckpointRefusedError{Receipt: k, Reason: reason} }
 	q := tx.Scopes(k.scope)
-	if r.db.Dialector.Name() == "postgres" {
+	if r.isPostgres() {
 		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
 	}
 	var receipt models.SweepReceipt

@@ -70,8 +70,7 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (*models.Pr
 		DoUpdates: clause.Assignments(map[string]any{
 			"document_id": p.DocumentID, "verification_status": models.WatchPendingVerification,
 			"verification_attempts": 0, "next_attempt_at": at, "updated_at": now,
-			// Qualified: in ON CONFLICT DO UPDATE a bare column is ambiguous on Postgres.
-			"version": gorm.Expr(r.db.Statement.Quote(models.ProjectionWatch{}.TableName()+".version") + " + 1"),
+			"version": increment(models.ProjectionWatch{}.TableName(), "version"),
 		}),
 	}).Create(row).Error
 	if err != nil {
@@ -112,7 +111,7 @@ type VerificationParams struct {
 // attempt and clears the schedule, so only a moved winner (the audit sweep)
 // reopens it. Repaired bumps repair_generation. A stale read is ErrConflict.
 func (r *Repository) RecordVerification(ctx context.Context, p VerificationParams) (*models.ProjectionWatch, error) {
-	set, err := verificationSet(p, r.db.Statement.Quote)
+	set, err := verificationSet(p)
 	if err != nil {
 		return nil, fmt.Errorf("record verification: %w", err)
 	}
@@ -123,20 +122,19 @@ func (r *Repository) RecordVerification(ctx context.Context, p VerificationParam
 	return r.GetWatch(ctx, KeyOf(p.Watch))
 }
 
-func verificationSet(p VerificationParams, quote func(any) string) (map[string]any, error) {
+func verificationSet(p VerificationParams) (map[string]any, error) {
 	if p.Watch == nil {
 		return nil, invalid("watch is nil")
 	}
 	if err := KeyOf(p.Watch).validate(); err != nil {
 		return nil, err
 	}
-	plusOne := func(col string) clause.Expr { return gorm.Expr(quote(col) + " + 1") }
 	set := map[string]any{"verification_status": p.Outcome}
 	if p.ObservedWinnerDigest != nil {
 		set["observed_winner_digest"] = *p.ObservedWinnerDigest
 	}
 	if p.Repaired {
-		set["repair_generation"] = plusOne("repair_generation")
+		set["repair_generation"] = increment("", "repair_generation")
 	}
 	switch p.Outcome {
 	case models.WatchVerified:
@@ -148,12 +146,12 @@ func verificationSet(p VerificationParams, quote func(any) string) (map[string]a
 		if err := requireTime("next attempt at", p.NextAttemptAt); err != nil {
 			return nil, err
 		}
-		set["verification_attempts"], set["next_attempt_at"] = plusOne("verification_attempts"), p.NextAttemptAt.UnixMilli()
+		set["verification_attempts"], set["next_attempt_at"] = increment("", "verification_attempts"), p.NextAttemptAt.UnixMilli()
 	case models.WatchRepairFailed:
 		if p.ObservedWinnerDigest == nil || *p.ObservedWinnerDigest == "" {
 			return nil, invalid("repair_failed outcome needs the observed winner digest")
 		}
-		set["verification_attempts"], set["next_attempt_at"] = plusOne("verification_attempts"), nil
+		set["verification_attempts"], set["next_attempt_at"] = increment("", "verification_attempts"), nil
 	default:
 		return nil, invalid("unknown verification outcome %q", p.Outcome)
 	}
