@@ -55,12 +55,13 @@ func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt,
 	}
 	for attempt := 1; ; attempt++ {
 		recorded, err := r.recordReceiptOnce(ctx, rec, candidates)
-		if err == nil || !r.isDuplicateKey(err) || attempt == recordRetries {
-			if err != nil {
-				return false, fmt.Errorf("record relist receipt %v: %w", rec.ReceiptKey, err)
-			}
-			return recorded, nil
+		if err != nil && r.isDuplicateKey(err) && attempt < recordRetries {
+			continue // a concurrent recorder took the sequence: read max again
 		}
+		if err != nil {
+			return false, fmt.Errorf("record relist receipt %v: %w", rec.ReceiptKey, err)
+		}
+		return recorded, nil
 	}
 }
 
