@@ -36,15 +36,16 @@ func operations(ctx context.Context, out io.Writer, repo *repository.Repository)
 	fmt.Fprintf(out, "operation %s: attempt %d failed (HTTP %d), next attempt in %v\n",
 		op.OperationID, op.Attempts, *op.LastHTTPStatus, time.Duration(*op.NextAttemptAt-time.Now().UnixMilli())*time.Millisecond)
 
-	if op, err = redrive(ctx, repo, op); err != nil {
+	done, err := redrive(ctx, repo, op.Operation)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "operation %s: %s as document %s after %d failed attempt(s)\n",
-		op.OperationID, op.State, *op.DocumentID, op.Attempts)
+		done.OperationID, done.State, *done.DocumentID, done.Attempts)
 
 	key := repository.WatchKey{OwnerDID: in.OwnerDID, ConnectorName: in.ConnectorName, Model: in.Model,
 		AccountKey: in.AccountKey, SourceID: in.OperationID}
-	if _, err := repo.ArmWatch(ctx, repository.ArmWatchParams{WatchKey: key, DocumentID: *op.DocumentID}); err != nil {
+	if _, err := repo.ArmWatch(ctx, repository.ArmWatchParams{WatchKey: key, DocumentID: *done.DocumentID}); err != nil {
 		return err
 	}
 	work, err := repo.ListDueOperations(ctx, repository.DueParams{Now: time.Now(),
@@ -59,7 +60,7 @@ func operations(ctx context.Context, out io.Writer, repo *repository.Repository)
 }
 
 // redrive waits out the backoff, claims the operation again and commits it.
-func redrive(ctx context.Context, repo *repository.Repository, op *models.Operation) (*models.Operation, error) {
+func redrive(ctx context.Context, repo *repository.Repository, op *models.Operation) (*repository.FencedWrite, error) {
 	time.Sleep(time.Until(time.UnixMilli(*op.NextAttemptAt + 1)))
 	claimed, err := repo.ClaimOperations(ctx, repository.ClaimParams{
 		Limit: 1, LeaseFor: time.Minute, OwnerDID: op.OwnerDID})

@@ -204,13 +204,13 @@ func TestTerminalTransitions(t *testing.T) {
 		for _, tc := range []struct {
 			id    string
 			state string
-			call  func(repository.Fence) (*models.Operation, error)
+			call  func(repository.Fence) (*repository.FencedWrite, error)
 		}{
-			{"d", models.OperationDead, func(f repository.Fence) (*models.Operation, error) { return e.repo.MarkOperationDead(ctx(t), f) }},
-			{"r", models.OperationReconcileOnly, func(f repository.Fence) (*models.Operation, error) {
+			{"d", models.OperationDead, func(f repository.Fence) (*repository.FencedWrite, error) { return e.repo.MarkOperationDead(ctx(t), f) }},
+			{"r", models.OperationReconcileOnly, func(f repository.Fence) (*repository.FencedWrite, error) {
 				return e.repo.MarkOperationReconcileOnly(ctx(t), f)
 			}},
-			{"x", models.OperationAttempted, func(f repository.Fence) (*models.Operation, error) { return e.repo.ReleaseOperation(ctx(t), f) }},
+			{"x", models.OperationAttempted, func(f repository.Fence) (*repository.FencedWrite, error) { return e.repo.ReleaseOperation(ctx(t), f) }},
 		} {
 			recordOp(t, e, "caller", tc.id)
 			got, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})

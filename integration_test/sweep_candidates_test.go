@@ -43,15 +43,16 @@ func TestListSweepCandidatesDueAndPaging(t *testing.T) {
 				after = repository.CandidateCursorOf(&page[len(page)-1])
 			}
 		}
-		require.Equal(t, []string{"a", "b", "c", "d", "e", "f"}, list(nil), "all, by (updated_at, document_id)")
+		require.Equal(t, []string{"a", "b", "c", "d", "e", "f"}, list(nil), "all, by identity")
 		for _, tc := range []struct {
 			at   time.Duration
 			want []string
 		}{
 			{-3 * time.Second, nil},
-			{-time.Second, []string{"a", "f"}},
-			{0, []string{"a", "b", "f"}},
-			{time.Second, []string{"a", "b", "c", "f"}},
+			// Most overdue first: f is due 2s ago, a 1s ago.
+			{-time.Second, []string{"f", "a"}},
+			{0, []string{"f", "a", "b"}},
+			{time.Second, []string{"f", "a", "b", "c"}},
 		} {
 			at := now.Add(tc.at)
 			require.Equal(t, tc.want, list(&at), "due at %v", tc.at)

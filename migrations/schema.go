@@ -201,6 +201,8 @@ func all() []*gormigrate.Migration {
 		tableMigration("connstore_0004_projection_watch", watchDDL, "kubun_connector_projection_watch"),
 		tableMigration("connstore_0005_sweep", sweepDDL,
 			"kubun_connector_sweep_checkpoint", "kubun_connector_sweep_candidate", "kubun_connector_sweep_receipt"),
+		endedLeaseMigration(),
+		candidatePagingMigration(),
 	}
 }
 

@@ -36,8 +36,12 @@ type Operation struct {
 	Lock
 	LeaseToken     *string `gorm:"column:lease_token"`
 	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at"`
-	CreatedAt      int64   `gorm:"column:created_at;not null;autoCreateTime:false"`
-	UpdatedAt      int64   `gorm:"column:updated_at;not null;autoUpdateTime:false"`
+	// EndedLeaseToken is the token of the lease the last lease-ending write
+	// (commit, failure, dead, reconcile-only, release) ended; it lets a
+	// holder's retry after a lost reply be told apart from a lost lease.
+	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
+	CreatedAt       int64   `gorm:"column:created_at;not null;autoCreateTime:false"`
+	UpdatedAt       int64   `gorm:"column:updated_at;not null;autoUpdateTime:false"`
 }
 
 // TableName returns the seed's table name.

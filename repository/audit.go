@@ -8,44 +8,50 @@ import (
 	"gorm.io/gorm"
 )
 
-// auditWatches appends the AUDIT-branch divergences to work. Candidates are
-// read a page at a time and buffered into chunks, so ReadWinners is called
-// exactly ceil(candidates / ChunkSize) times; each winner read happens
-// outside any transaction.
-func (r *Repository) auditWatches(ctx context.Context, p DueParams, work *DueWork) error {
+// dueWatches reads every watch either branch may return in one keyset pass
+// and emits the SCHEDULE rows as they come and the AUDIT divergences a chunk
+// at a time, so ReadWinners is called exactly ceil(candidates / ChunkSize)
+// times. A row is classified as it was read; the identity key it is read by
+// is visited once, which is the seed's dedupe by identity.
+func (r *Repository) dueWatches(ctx context.Context, p DueParams, emit func(DueItem) error) error {
+	now := p.Now.UnixMilli()
 	chunk := make([]models.ProjectionWatch, 0, p.ChunkSize)
 	flush := func() error {
 		diverged, err := r.diverged(ctx, p, chunk)
+		for i := range diverged {
+			if err == nil {
+				err = emit(DueItem{Kind: DueDiverged, Watch: &diverged[i]})
+			}
+		}
 		chunk = chunk[:0]
-		work.Watches = append(work.Watches, diverged...)
 		return err
 	}
 	db := r.conn(ctx)
-	for _, status := range []string{models.WatchVerified, models.WatchRepairFailed} {
-		err := eachPage(ctx, func() *gorm.DB { return db.Scopes(scopes.Eq("verification_status", status)) },
-			watchKey, min(p.PageSize, p.ChunkSize), watchCursor, func(page []models.ProjectionWatch) error {
-				for _, w := range page {
-					chunk = append(chunk, w)
-					if len(chunk) == p.ChunkSize {
-						if err := flush(); err != nil {
-							return err
-						}
+	err := eachPage(ctx, func() *gorm.DB { return db.Scopes(scopes.WatchSweep(p.Now)) },
+		watchKey, p.PageSize, watchCursor, func(page []models.ProjectionWatch) error {
+			for i := range page {
+				if scheduled(&page[i], now) {
+					if err := emit(DueItem{Kind: DueScheduled, Watch: &page[i]}); err != nil {
+						return err
+					}
+					continue
+				}
+				if chunk = append(chunk, page[i]); len(chunk) == p.ChunkSize {
+					if err := flush(); err != nil {
+						return err
 					}
 				}
-				return nil
-			})
-		if err != nil {
-			return err
-		}
-	}
-	if len(chunk) == 0 {
-		return nil
+			}
+			return nil
+		})
+	if err != nil || len(chunk) == 0 {
+		return err
 	}
 	return flush()
 }
 
 // diverged returns the candidates whose current winner differs from both
-// watermarks, leaving out those the SCHEDULE branch already returned.
+// watermarks.
 func (r *Repository) diverged(ctx context.Context, p DueParams, candidates []models.ProjectionWatch) ([]models.ProjectionWatch, error) {
 	winners, err := r.readWinners(ctx, p, candidates)
 	if err != nil {
@@ -54,7 +60,7 @@ func (r *Repository) diverged(ctx context.Context, p DueParams, candidates []mod
 	var out []models.ProjectionWatch
 	for _, w := range candidates {
 		winner, ok := winners[w.DocumentID]
-		if !ok || scheduled(&w, p.Now.UnixMilli()) {
+		if !ok {
 			continue
 		}
 		// A NULL watermark never equals a real digest, so a repair_failed row
@@ -90,8 +96,8 @@ func (r *Repository) readWinners(ctx context.Context, p DueParams, candidates []
 	return winners, nil
 }
 
-// scheduled mirrors scopes.WatchScheduled for a row in memory: the dedupe
-// of a watch both branches match.
+// scheduled mirrors scopes.WatchScheduled for a row in memory: it sorts a
+// row of the one pass into its branch.
 func scheduled(w *models.ProjectionWatch, now int64) bool {
 	return w.VerificationStatus != models.WatchVerified && w.NextAttemptAt != nil && *w.NextAttemptAt <= now
 }

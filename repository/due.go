@@ -2,7 +2,9 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -10,7 +12,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// Default batch sizes of ListDueOperations.
+// Default batch sizes of the due sweep.
 const (
 	DefaultWinnerChunkSize = 500
 	DefaultDuePageSize     = 1000
@@ -19,7 +21,6 @@ const (
 var (
 	operationKey = []string{"caller_did", "operation_id"}
 	watchKey     = []string{"owner_did", "connector_name", "model", "account_key", "source_id"}
-	scheduleKey  = append([]string{"next_attempt_at"}, watchKey...)
 )
 
 // ReadWinnerFunc returns the current winner digest of a document; ok false
@@ -30,8 +31,8 @@ type ReadWinnerFunc func(ctx context.Context, documentID string) (digest string,
 // document absent from the map has no readable winner. An error aborts.
 type ReadWinnersFunc func(ctx context.Context, documentIDs []string) (map[string]string, error)
 
-// DueParams configures ListDueOperations. One of ReadWinner or ReadWinners
-// is required; ReadWinners wins when both are set.
+// DueParams configures the due sweep. One of ReadWinner or ReadWinners is
+// required; ReadWinners wins when both are set.
 type DueParams struct {
 	// Now is the sweep's time; required.
 	Now time.Time
@@ -46,6 +47,26 @@ type DueParams struct {
 	PageSize int
 }
 
+// DueKind says why an item of the due sweep is due.
+type DueKind int
+
+// The kinds of due work.
+const (
+	// DueRedrive is an attempted operation whose re-drive is due.
+	DueRedrive DueKind = iota + 1
+	// DueScheduled is a watch whose own schedule is due (SCHEDULE branch).
+	DueScheduled
+	// DueDiverged is a settled watch whose winner moved (AUDIT branch).
+	DueDiverged
+)
+
+// DueItem is one piece of due work: an operation (DueRedrive) or a watch.
+type DueItem struct {
+	Kind      DueKind
+	Operation *models.Operation
+	Watch     *models.ProjectionWatch
+}
+
 // DueWork is what a boot or periodic sweep must act on.
 type DueWork struct {
 	// Operations are attempted operations whose re-drive is due.
@@ -54,38 +75,82 @@ type DueWork struct {
 	Watches []models.ProjectionWatch
 }
 
-// ListDueOperations returns the due operations and due or diverged watches.
-// Operations: state attempted, next_attempt_at NULL or <= Now. Watches: the
-// SCHEDULE branch (not verified, scheduled at or before Now) ∪ the AUDIT
-// branch (verified or repair_failed, whose current winner differs from both
+// errStopped ends a sweep whose consumer stopped iterating.
+var errStopped = errors.New("due sweep stopped")
+
+// IterDue streams the due sweep: first the due operations (state attempted,
+// next_attempt_at NULL or <= Now), then the due watches: the SCHEDULE branch
+// (not verified, scheduled at or before Now) ∪ the AUDIT branch (verified or
+// repair_failed, whose current winner differs from both
 // verified_state_digest and observed_winner_digest). The AUDIT branch is not
 // filtered on next_attempt_at: verified and exhausted rows have it cleared,
-// and they are exactly the rows it exists to reopen. Winners are read with
-// no transaction held open, one call per chunk with ReadWinners. Every table
-// is read in keyset pages.
-func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (*DueWork, error) {
-	if err := p.normalize(); err != nil {
-		return nil, fmt.Errorf("list due operations: %w", err)
+// and they are exactly the rows it exists to reopen.
+//
+// Both watch branches are read in one keyset pass over the watch identity,
+// so each watch is read once, at one moment, and classified once: a watch
+// that moves between branches while the sweep runs is yielded once, never
+// twice and never skipped. Memory is bounded by PageSize rows plus
+// ChunkSize audit candidates; winners are read between pages with no
+// transaction held open. An error is yielded last and ends the sequence.
+func (r *Repository) IterDue(ctx context.Context, p DueParams) iter.Seq2[DueItem, error] {
+	return func(yield func(DueItem, error) bool) {
+		err := r.eachDue(ctx, p, func(it DueItem) error {
+			if !yield(it, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			yield(DueItem{}, err)
+		}
 	}
+}
+
+// ListDueOperations is IterDue collected into memory: every due operation,
+// then the SCHEDULE watches, then the AUDIT divergences.
+func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (*DueWork, error) {
 	work := &DueWork{}
+	var diverged []models.ProjectionWatch
+	for it, err := range r.IterDue(ctx, p) {
+		if err != nil {
+			return nil, err
+		}
+		switch it.Kind {
+		case DueRedrive:
+			work.Operations = append(work.Operations, *it.Operation)
+		case DueScheduled:
+			work.Watches = append(work.Watches, *it.Watch)
+		case DueDiverged:
+			diverged = append(diverged, *it.Watch)
+		}
+	}
+	work.Watches = append(work.Watches, diverged...)
+	return work, nil
+}
+
+func (r *Repository) eachDue(ctx context.Context, p DueParams, emit func(DueItem) error) error {
+	if err := p.normalize(); err != nil {
+		return fmt.Errorf("list due operations: %w", err)
+	}
 	db := r.conn(ctx)
 	err := eachPage(ctx, func() *gorm.DB {
 		return db.Scopes(scopes.State(models.OperationAttempted), scopes.Due(p.Now))
 	}, operationKey, p.PageSize, func(o *models.Operation) []any { return []any{o.CallerDID, o.OperationID} },
-		func(page []models.Operation) error { work.Operations = append(work.Operations, page...); return nil })
+		func(page []models.Operation) error {
+			for i := range page {
+				if err := emit(DueItem{Kind: DueRedrive, Operation: &page[i]}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	if err != nil {
-		return nil, fmt.Errorf("list due operations: %w", err)
+		return fmt.Errorf("list due operations: %w", err)
 	}
-	err = eachPage(ctx, func() *gorm.DB { return db.Scopes(scopes.WatchScheduled(p.Now)) },
-		scheduleKey, p.PageSize, scheduleCursor,
-		func(page []models.ProjectionWatch) error { work.Watches = append(work.Watches, page...); return nil })
-	if err != nil {
-		return nil, fmt.Errorf("list due watches: %w", err)
+	if err := r.dueWatches(ctx, p, emit); err != nil {
+		return fmt.Errorf("list due watches: %w", err)
 	}
-	if err := r.auditWatches(ctx, p, work); err != nil {
-		return nil, fmt.Errorf("audit watches: %w", err)
-	}
-	return work, nil
+	return nil
 }
 
 func (p *DueParams) normalize() error {
@@ -105,10 +170,6 @@ func (p *DueParams) normalize() error {
 		p.PageSize = DefaultDuePageSize
 	}
 	return nil
-}
-
-func scheduleCursor(w *models.ProjectionWatch) []any {
-	return []any{*w.NextAttemptAt, w.OwnerDID, w.ConnectorName, w.Model, w.AccountKey, w.SourceID}
 }
 
 func watchCursor(w *models.ProjectionWatch) []any {

@@ -62,7 +62,53 @@ var ErrPayloadConflict = errors.New("connstore: operation recorded with a differ
 // ErrLeaseLost is returned by a fenced write whose lease token no longer
 // holds the operation (released, expired, or claimed by another worker), or
 // whose operation already left the attempted state. Nothing was written.
+// LeaseLostError carries the reason.
 var ErrLeaseLost = errors.New("connstore: lease lost")
+
+// Reasons a fenced write was refused.
+const (
+	LeaseLostExpired         = "lease expired"
+	LeaseLostHeldByOther     = "lease held by another token"
+	LeaseLostNotHeld         = "operation is not leased"
+	LeaseLostEnded           = "this lease already ended with another write"
+	LeaseLostFinished        = "operation already finished"
+	LeaseLostAttemptsChanged = "attempts changed since they were read"
+)
+
+// leaseLostAdvice says what a holder can do about each refusal.
+var leaseLostAdvice = map[string]string{
+	LeaseLostExpired:         "heartbeat more often than the lease lasts; claim it again to retry",
+	LeaseLostHeldByOther:     "another worker re-claimed it after the lease expired; drop this attempt",
+	LeaseLostNotHeld:         "claim it before writing",
+	LeaseLostEnded:           "a lease ends once; claim the operation again",
+	LeaseLostFinished:        "drop this attempt",
+	LeaseLostAttemptsChanged: "another failure report of this attempt won; drop this one",
+}
+
+// LeaseLostError says why a fenced write changed nothing. It matches
+// ErrLeaseLost with errors.Is.
+type LeaseLostError struct {
+	// Action is the refused write ("commit", "record failure", ...).
+	Action string
+	// Fence is the fence the write carried.
+	Fence Fence
+	// Reason is one of the LeaseLost* constants.
+	Reason string
+	// State is the operation's stored state when the refusal was explained.
+	State string
+}
+
+// Error implements error.
+func (e *LeaseLostError) Error() string {
+	reason := e.Reason
+	if e.Reason == LeaseLostFinished {
+		reason += " as " + e.State
+	}
+	return fmt.Sprintf("%s %s: lease lost: %s; %s", e.Action, e.Fence, reason, leaseLostAdvice[e.Reason])
+}
+
+// Unwrap makes errors.Is(err, ErrLeaseLost) hold.
+func (e *LeaseLostError) Unwrap() error { return ErrLeaseLost }
 
 // ErrCheckpointRefused is returned when a sweep checkpoint cannot be
 // committed yet (or ever). CheckpointRefusedError names the reason.
@@ -77,6 +123,15 @@ const (
 	RefusedEarlierUnresolved = "an earlier receipt of the partition has unresolved candidates"
 )
 
+// refusalAdvice says what a caller can do about each refusal.
+var refusalAdvice = map[string]string{
+	RefusedReceiptMissing:    "record it with RecordRelistReceipt first",
+	RefusedIncomplete:        "only a complete relist can move the checkpoint",
+	RefusedAlreadyCommitted:  "nothing to do: the checkpoint already accounts for it",
+	RefusedUnresolved:        "apply or refuse each of its candidates, then commit again",
+	RefusedEarlierUnresolved: "resolve the earlier receipt's candidates and commit it first",
+}
+
 // CheckpointRefusedError says why CommitSweepCheckpoint changed nothing.
 type CheckpointRefusedError struct {
 	// Receipt is the receipt whose commit was refused.
@@ -87,7 +142,7 @@ type CheckpointRefusedError struct {
 
 // Error implements error.
 func (e *CheckpointRefusedError) Error() string {
-	return fmt.Sprintf("commit sweep checkpoint %v: %s", e.Receipt, e.Reason)
+	return fmt.Sprintf("commit sweep checkpoint %s: refused: %s; %s", e.Receipt, e.Reason, refusalAdvice[e.Reason])
 }
 
 // Unwrap makes errors.Is(err, ErrCheckpointRefused) hold.

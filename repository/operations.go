@@ -19,14 +19,19 @@ type OperationInput struct {
 	PayloadHash string
 	// SourceID is the provider-side id, when known.
 	SourceID *string
+	// DocumentID is the document the write acts on, when it already exists
+	// (an update or a delete). Recording it links even an operation that
+	// ends dead to its document, so retention keeps the newest failure a
+	// document shows. A create leaves it nil and its commit sets it.
+	DocumentID *string
 	// ReissueIntent is the JSON needed to re-drive the write; required.
 	ReissueIntent models.JSON
 }
 
 // RecordOperation records an attempted operation idempotently by
 // (caller, operation id). Recording the same payload hash again returns the
-// stored row with created false; a different payload hash returns
-// ErrPayloadConflict and changes nothing.
+// stored row with created false; a different payload hash, or a document id
+// other than the stored one, returns ErrPayloadConflict and changes nothing.
 func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op *models.Operation, created bool, err error) {
 	if err := validateOperationInput(in); err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
@@ -36,7 +41,7 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,
 		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
 		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
-		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent,
+		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent, DocumentID: in.DocumentID,
 		// Due at once. An explicit time rather than NULL keeps claim order
 		// (next_attempt_at ascending) the same on both databases, which
 		// place NULLs at opposite ends.
@@ -56,6 +61,10 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if existing.PayloadHash != in.PayloadHash {
 		return nil, false, fmt.Errorf("record operation %s/%s: %w (stored %s, given %s)",
 			in.CallerDID, in.OperationID, ErrPayloadConflict, existing.PayloadHash, in.PayloadHash)
+	}
+	if in.DocumentID != nil && !equalPtr(existing.DocumentID, in.DocumentID) {
+		return nil, false, fmt.Errorf("record operation %s/%s: %w (stored document %s, given %s)",
+			in.CallerDID, in.OperationID, ErrPayloadConflict, ptrString(existing.DocumentID), *in.DocumentID)
 	}
 	return existing, false, nil
 }
@@ -119,8 +128,19 @@ func validateOperationInput(in OperationInput) error {
 	if err != nil {
 		return err
 	}
+	if in.DocumentID != nil && *in.DocumentID == "" {
+		return invalid("document id is empty (leave it nil when there is none)")
+	}
 	if in.ReissueIntent.IsNull() {
 		return invalid("reissue intent is empty")
 	}
 	return requireJSON(in.ReissueIntent)
+}
+
+// ptrString prints an optional value, "none" for nil.
+func ptrString(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
 }

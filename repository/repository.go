@@ -20,14 +20,18 @@ type Options struct {
 	// Backoff schedules re-drives of failed operations; defaults to
 	// DefaultBackoff().
 	Backoff BackoffPolicy
+	// LeaseClock is the clock leases are taken and checked by; the zero
+	// value is AppLeaseClock (NowFunc).
+	LeaseClock LeaseClock
 }
 
 // Repository is the connstore store API over one *gorm.DB.
 type Repository struct {
-	db      *gorm.DB
-	now     func() time.Time
-	newID   func() string
-	backoff BackoffPolicy
+	db         *gorm.DB
+	now        func() time.Time
+	newID      func() string
+	backoff    BackoffPolicy
+	leaseClock LeaseClock
 }
 
 // New returns a repository on db, which must have the hooks plugin
@@ -45,7 +49,14 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if opts.Backoff == nil {
 		opts.Backoff = DefaultBackoff()
 	}
-	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff}, nil
+	if opts.LeaseClock == DatabaseLeaseClock && dbNowMillis[db.Dialector.Name()] == "" {
+		return nil, invalid("database lease clock is not available on %s", db.Dialector.Name())
+	}
+	if opts.LeaseClock != AppLeaseClock && opts.LeaseClock != DatabaseLeaseClock {
+		return nil, invalid("unknown lease clock %d", opts.LeaseClock)
+	}
+	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
+		leaseClock: opts.LeaseClock}, nil
 }
 
 // WithTx returns a repository whose calls run in the caller's transaction.

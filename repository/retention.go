@@ -68,7 +68,7 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
 	tx := r.conn(ctx).Exec(collectSQL, map[string]any{
-		"before": p.Before.UnixMilli(), "now": r.nowMillis(), "limit": p.Limit,
+		"before": p.Before.UnixMilli(), "now": r.leaseNow(), "limit": p.Limit,
 	})
 	if tx.Error != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", tx.Error)

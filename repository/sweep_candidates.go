@@ -16,18 +16,20 @@ var (
 	applicableStates = []string{models.CandidatePresent, models.CandidateAbsent, models.CandidateCancelled}
 	outcomeStates    = map[string]bool{models.CandidatePending: true, models.CandidatePresent: true,
 		models.CandidateAbsent: true, models.CandidateCancelled: true}
-	candidateListKey = []string{"updated_at", "document_id", "partition", "provenance"}
+	candidateKeyColumns = []string{"partition", "provenance", "document_id"}
+	candidateDueColumns = append([]string{"next_attempt_at"}, candidateKeyColumns...)
 )
 
 // CandidateCursor is the position after which ListSweepCandidates resumes.
+// NextAttemptAt is used only by a due listing.
 type CandidateCursor struct {
-	UpdatedAt                         int64
-	DocumentID, Partition, Provenance string
+	NextAttemptAt                     int64
+	Partition, Provenance, DocumentID string
 }
 
 // CandidateCursorOf returns the cursor just after c.
 func CandidateCursorOf(c *models.SweepCandidate) *CandidateCursor {
-	return &CandidateCursor{c.UpdatedAt, c.DocumentID, c.Partition, c.Provenance}
+	return &CandidateCursor{c.NextAttemptAt, c.Partition, c.Provenance, c.DocumentID}
 }
 
 // ListCandidatesParams pages through a connector and owner's candidates.
@@ -42,8 +44,18 @@ type ListCandidatesParams struct {
 	Limit int
 }
 
-// ListSweepCandidates returns up to Limit candidates in (updated_at,
-// document_id) order.
+// ListSweepCandidates returns up to Limit candidates of a connector and
+// owner, paged on keys a caller's own writes do not move.
+//
+// Without DueAt the order is the candidate's identity (partition,
+// provenance, document_id), which never changes: paging to the end visits
+// every candidate that existed throughout exactly once, whatever is written
+// meanwhile. With DueAt the order is (next_attempt_at, identity), so the most
+// overdue come first and each page is an index range. Recording an outcome
+// or failure moves a candidate's next_attempt_at: one rescheduled after DueAt
+// leaves the listing, one rescheduled to a time still at or before DueAt but
+// after the cursor is listed again (it is due again), and one another writer
+// moves before the cursor is picked up by the next pass.
 func (r *Repository) ListSweepCandidates(ctx context.Context, p ListCandidatesParams) ([]models.SweepCandidate, error) {
 	err := requireKeys("owner", p.OwnerDID, "connector", p.ConnectorName)
 	if err == nil {
@@ -60,12 +72,18 @@ func (r *Repository) ListSweepCandidates(ctx context.Context, p ListCandidatesPa
 		q = q.Scopes(scopes.NotIn("state", resolvedStates...)).
 			Where(clause.Lte{Column: clause.Column{Name: "next_attempt_at"}, Value: p.DueAt.UnixMilli()})
 	}
-	var after []any
+	columns, after := candidateKeyColumns, []any(nil)
 	if p.After != nil {
-		after = []any{p.After.UpdatedAt, p.After.DocumentID, p.After.Partition, p.After.Provenance}
+		after = []any{p.After.Partition, p.After.Provenance, p.After.DocumentID}
+	}
+	if p.DueAt != nil {
+		columns = candidateDueColumns
+		if p.After != nil {
+			after = append([]any{p.After.NextAttemptAt}, after...)
+		}
 	}
 	var rows []models.SweepCandidate
-	if err := q.Scopes(scopes.After(candidateListKey, after)).Limit(p.Limit).Find(&rows).Error; err != nil {
+	if err := q.Scopes(scopes.After(columns, after)).Limit(p.Limit).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("list sweep candidates: %w", err)
 	}
 	return rows, nil
@@ -134,7 +152,7 @@ func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure
 			"next_attempt_at": next, "updated_at": r.nowMillis(),
 		}).Error
 	if err != nil {
-		return false, fmt.Errorf("record sweep apply failure %v: %w", f.CandidateKey, err)
+		return false, fmt.Errorf("record sweep apply failure %s: %w", f.CandidateKey, err)
 	}
 	return len(rows) == 1 && rows[0].State == models.CandidateRefused, nil
 }
@@ -153,7 +171,7 @@ func (r *Repository) updateCandidate(ctx context.Context, action string, k Candi
 	set["updated_at"] = r.nowMillis()
 	tx := r.conn(ctx).Model(&models.SweepCandidate{}).Scopes(k.scope, guard).Updates(set)
 	if tx.Error != nil {
-		return false, fmt.Errorf("%s %v: %w", action, k, tx.Error)
+		return false, fmt.Errorf("%s %s: %w", action, k, tx.Error)
 	}
 	return tx.RowsAffected > 0, nil
 }

@@ -41,8 +41,12 @@ func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (*
 		res.Advanced, err = r.commitApply(tx, k, receipt.Sequence)
 		return err
 	})
+	var refused *CheckpointRefusedError
+	if errors.As(err, &refused) {
+		return nil, refused // already names the receipt and the reason
+	}
 	if err != nil {
-		return nil, fmt.Errorf("commit sweep checkpoint %v: %w", k, err)
+		return nil, fmt.Errorf("commit sweep checkpoint %s: %w", k, err)
 	}
 	return res, nil
 }

@@ -14,6 +14,11 @@ type PartitionKey struct {
 	OwnerDID, ConnectorName, Partition string
 }
 
+// String names the partition as owner/connector/partition.
+func (k PartitionKey) String() string {
+	return k.OwnerDID + "/" + k.ConnectorName + "/" + k.Partition
+}
+
 func (k PartitionKey) validate() error {
 	return requireKeys("owner", k.OwnerDID, "connector", k.ConnectorName, "partition", k.Partition)
 }
@@ -27,6 +32,9 @@ type ReceiptKey struct {
 	PartitionKey
 	Provenance string
 }
+
+// String names the receipt as owner/connector/partition@provenance.
+func (k ReceiptKey) String() string { return k.PartitionKey.String() + "@" + k.Provenance }
 
 func (k ReceiptKey) validate() error {
 	if err := k.PartitionKey.validate(); err != nil {
@@ -44,6 +52,9 @@ type CandidateKey struct {
 	ReceiptKey
 	DocumentID string
 }
+
+// String names the candidate as owner/connector/partition@provenance#document.
+func (k CandidateKey) String() string { return k.ReceiptKey.String() + "#" + k.DocumentID }
 
 func (k CandidateKey) validate() error {
 	if err := k.ReceiptKey.validate(); err != nil {

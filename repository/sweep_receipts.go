@@ -14,9 +14,14 @@ import (
 // under both databases' bound-parameter limits.
 const candidateBatch = 1000
 
-// recordRetries bounds re-runs of a receipt transaction that lost a race
-// for its sequence number (the unique (partition, sequence) constraint).
-const recordRetries = 16
+// recordRetries bounds re-runs of a receipt transaction that still met a
+// taken sequence number (a writer that does not take the partition lock,
+// such as another implementation sharing the database).
+const recordRetries = 8
+
+// partitionLockNamespace is the first key of the Postgres advisory lock that
+// serializes sequence allocation per partition ("rcpt").
+const partitionLockNamespace = 0x72637074
 
 // RelistReceipt is the record of one relist of a partition.
 type RelistReceipt struct {
@@ -46,6 +51,15 @@ type CandidateInput struct {
 // to verify). A new receipt takes the next sequence of its partition, so an
 // older receipt committing late never moves the checkpoint back. Candidates
 // are inserted pending, in batches, leaving existing ones as they are.
+//
+// Recorders of one partition take turns: on Postgres each takes a
+// transaction-scoped advisory lock on the partition before reading the
+// highest sequence, so however many record at once, every call lands with
+// consecutive sequences instead of starving on the unique constraint (on
+// SQLite the immediate write transaction does the same). The receipt row is
+// read FOR SHARE, so a replay waits for a commit of the same receipt in
+// flight and then sees it committed, instead of adding pending candidates
+// under a committed receipt.
 func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt, candidates []CandidateInput) (bool, error) {
 	if err := validateReceipt(rec, candidates); err != nil {
 		return false, fmt.Errorf("record relist receipt: %w", err)
@@ -55,21 +69,30 @@ func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt,
 	}
 	for attempt := 1; ; attempt++ {
 		recorded, err := r.recordReceiptOnce(ctx, rec, candidates)
-		if err != nil && r.isDuplicateKey(err) && attempt < recordRetries {
-			continue // a concurrent recorder took the sequence: read max again
+		switch {
+		case err == nil:
+			return recorded, nil
+		case !r.isDuplicateKey(err):
+			return false, fmt.Errorf("record relist receipt %s: %w", rec.ReceiptKey, err)
+		case attempt == recordRetries:
+			return false, fmt.Errorf("record relist receipt %s: sequence still taken after %d attempts: %w",
+				rec.ReceiptKey, attempt, ErrRetriesExhausted)
 		}
-		if err != nil {
-			return false, fmt.Errorf("record relist receipt %v: %w", rec.ReceiptKey, err)
-		}
-		return recorded, nil
 	}
 }
 
 func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, candidates []CandidateInput) (recorded bool, err error) {
 	now := r.nowMillis()
 	err = r.conn(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := r.lockPartition(tx, rec.PartitionKey); err != nil {
+			return err
+		}
+		q := tx.Scopes(rec.ReceiptKey.scope)
+		if r.isPostgres() {
+			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
+		}
 		var existing []models.SweepReceipt
-		if err := tx.Scopes(rec.ReceiptKey.scope).Limit(1).Find(&existing).Error; err != nil {
+		if err := q.Limit(1).Find(&existing).Error; err != nil {
 			return err
 		}
 		if len(existing) == 1 && existing[0].CommittedAt != nil {
@@ -84,6 +107,17 @@ func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, c
 		return insertCandidates(tx, rec.ReceiptKey, candidates, now)
 	})
 	return recorded, err
+}
+
+// lockPartition serializes recorders of one partition until tx ends. The
+// key hashes the schema too, so equal partitions of different schemas do not
+// wait on each other; a hash collision only makes two partitions take turns.
+func (r *Repository) lockPartition(tx *gorm.DB, k PartitionKey) error {
+	if !r.isPostgres() {
+		return nil
+	}
+	return tx.Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || ?))",
+		partitionLockNamespace, "\x1f"+k.OwnerDID+"\x1f"+k.ConnectorName+"\x1f"+k.Partition).Error
 }
 
 func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {

@@ -16,6 +16,11 @@ type WatchKey struct {
 	OwnerDID, ConnectorName, Model, AccountKey, SourceID string
 }
 
+// String names the watch as owner/connector/model/account/source.
+func (k WatchKey) String() string {
+	return k.OwnerDID + "/" + k.ConnectorName + "/" + k.Model + "/" + k.AccountKey + "/" + k.SourceID
+}
+
 func (k WatchKey) validate() error {
 	return requireKeys("owner", k.OwnerDID, "connector", k.ConnectorName, "model", k.Model,
 		"account key", k.AccountKey, "source id", k.SourceID)
@@ -117,7 +122,7 @@ func (r *Repository) RecordVerification(ctx context.Context, p VerificationParam
 	}
 	set["updated_at"] = r.nowMillis()
 	if err := r.conn(ctx).Model(p.Watch).Updates(set).Error; err != nil {
-		return nil, fmt.Errorf("record verification %v: %w", KeyOf(p.Watch), err)
+		return nil, fmt.Errorf("record verification %s: %w", KeyOf(p.Watch), err)
 	}
 	return r.GetWatch(ctx, KeyOf(p.Watch))
 }

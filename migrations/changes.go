@@ -1,0 +1,49 @@
+package migrations
+
+import (
+	"github.com/go-gormigrate/gormigrate/v2"
+	"gorm.io/gorm"
+)
+
+// Changes after the initial schema, one migration each, frozen like it.
+
+// endedLeaseMigration adds the token of the lease that the last
+// lease-ending write (commit, failure, dead, reconcile-only, release) ended,
+// so a retry of that write by the same holder after a lost reply is
+// recognised as a replay instead of a lost lease.
+func endedLeaseMigration() *gormigrate.Migration {
+	return &gormigrate.Migration{
+		ID: "connstore_0006_operation_ended_lease",
+		Migrate: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation ADD COLUMN ended_lease_token TEXT`})
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation DROP COLUMN ended_lease_token`})
+		},
+	}
+}
+
+// candidatePagingMigration replaces the candidate listing index on the
+// mutable updated_at with the keys ListSweepCandidates pages on: the primary
+// key for a full listing, (next_attempt_at, key) for a due listing.
+func candidatePagingMigration() *gormigrate.Migration {
+	return &gormigrate.Migration{
+		ID: "connstore_0007_candidate_paging",
+		Migrate: func(tx *gorm.DB) error {
+			return execAll(tx, []string{
+				`DROP INDEX kubun_connector_sweep_candidate_list_idx`,
+				`CREATE INDEX kubun_connector_sweep_candidate_due_idx
+					ON kubun_connector_sweep_candidate
+					(owner_did, connector_name, next_attempt_at, "partition", provenance, document_id)`,
+			})
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, []string{
+				`DROP INDEX kubun_connector_sweep_candidate_due_idx`,
+				`CREATE INDEX kubun_connector_sweep_candidate_list_idx
+					ON kubun_connector_sweep_candidate
+					(owner_did, connector_name, updated_at, document_id, "partition", provenance)`,
+			})
+		},
+	}
+}

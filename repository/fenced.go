@@ -1,0 +1,91 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm/clause"
+)
+
+// FencedWrite is what a lease holder's write left stored.
+type FencedWrite struct {
+	// Operation is the stored row after the write; its fields are promoted.
+	*models.Operation
+	// Replay is true when this fence had already made this write (a retry
+	// after a lost reply): the stored row is returned and nothing is written.
+	Replay bool
+}
+
+// fencedWrite is one lease holder's write.
+type fencedWrite struct {
+	action string
+	fence  Fence
+	set    map[string]any
+	// guards narrow the UPDATE beyond the fence; mismatch explains a row
+	// they refused (nil when they did not).
+	guards   []scopes.Scope
+	mismatch func(*models.Operation) error
+	// ends marks a lease-ending write: it clears the lease and records the
+	// token it ended. replayed reports that a stored row whose lease this
+	// fence ended shows exactly this write's result.
+	ends     bool
+	replayed func(*models.Operation) bool
+}
+
+// fencedUpdate applies w only while the operation is attempted and still
+// leased under the fence's token at the lease clock's now. Otherwise nothing
+// changes and the stored row says why: a replay of this very write, a
+// *LeaseLostError with the reason, or ErrNotFound.
+func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
+	if err := w.fence.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", w.action, err)
+	}
+	w.set["updated_at"] = r.nowMillis()
+	if w.ends {
+		w.set["lease_token"], w.set["lease_expires_at"], w.set["ended_lease_token"] = nil, nil, w.fence.LeaseToken
+	}
+	var rows []models.Operation
+	err := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
+			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow())).
+		Scopes(w.guards...).Updates(w.set).Error
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", w.action, w.fence, err)
+	}
+	if len(rows) == 1 {
+		return &FencedWrite{Operation: &rows[0]}, nil
+	}
+	return r.refused(ctx, w)
+}
+
+// refused reads the row a fenced write did not change and explains why.
+// The read comes after the refusal, so it may show a later state; a replay
+// is still exact, since only this fence's own write records its token.
+func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
+	op, err := r.GetOperation(ctx, w.fence.CallerDID, w.fence.OperationID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", w.action, err)
+	}
+	endedHere := op.EndedLeaseToken != nil && *op.EndedLeaseToken == w.fence.LeaseToken
+	if endedHere && w.replayed != nil && w.replayed(op) {
+		return &FencedWrite{Operation: op, Replay: true}, nil
+	}
+	lost := &LeaseLostError{Action: w.action, Fence: w.fence, State: op.State}
+	switch {
+	case op.State != models.OperationAttempted:
+		lost.Reason = LeaseLostFinished
+	case op.LeaseToken == nil && endedHere:
+		lost.Reason = LeaseLostEnded
+	case op.LeaseToken == nil:
+		lost.Reason = LeaseLostNotHeld
+	case *op.LeaseToken != w.fence.LeaseToken:
+		lost.Reason = LeaseLostHeldByOther
+	case w.mismatch != nil && w.mismatch(op) != nil:
+		return nil, w.mismatch(op)
+	default:
+		lost.Reason = LeaseLostExpired
+	}
+	return nil, lost
+}

@@ -1,0 +1,139 @@
+package repository
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// CommitParams records a write that landed.
+type CommitParams struct {
+	Fence
+	// DocumentID links the operation to the document the write created. It
+	// may be nil when the operation was recorded with its document; when
+	// both are set they must agree.
+	DocumentID *string
+	// ProviderEtag is the provider's version tag of the result, if any.
+	ProviderEtag *string
+	// ResultEntity is the provider's result as JSON, if any.
+	ResultEntity models.JSON
+}
+
+// CommitOperation marks the operation committed with its result and ends
+// the lease. The document id recorded with the operation is kept unless the
+// commit supplies one; a different one is ErrInvalidInput. A retry with the
+// same fence and the same result after a lost reply is a replay.
+func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (*FencedWrite, error) {
+	result, err := models.NewJSON(p.ResultEntity)
+	if err != nil {
+		return nil, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
+	}
+	if p.DocumentID != nil && *p.DocumentID == "" {
+		return nil, fmt.Errorf("commit: %w", invalid("document id is empty"))
+	}
+	w := fencedWrite{action: "commit", fence: p.Fence, ends: true, set: map[string]any{
+		"state": models.OperationCommitted, "provider_etag": p.ProviderEtag,
+		"result_entity": result, "next_attempt_at": nil,
+	}, replayed: func(op *models.Operation) bool {
+		return op.State == models.OperationCommitted && (p.DocumentID == nil || equalPtr(op.DocumentID, p.DocumentID)) &&
+			equalPtr(op.ProviderEtag, p.ProviderEtag) && bytes.Equal(op.ResultEntity, result)
+	}}
+	if p.DocumentID != nil {
+		w.set["document_id"] = *p.DocumentID
+		w.guards = []scopes.Scope{sameDocument(*p.DocumentID)}
+		w.mismatch = func(op *models.Operation) error {
+			if op.DocumentID == nil || *op.DocumentID == *p.DocumentID {
+				return nil
+			}
+			return fmt.Errorf("commit %s: %w", p.Fence, invalid("operation is linked to document %s; the commit names %s",
+				*op.DocumentID, *p.DocumentID))
+		}
+	}
+	return r.fencedUpdate(ctx, w)
+}
+
+// sameDocument lets a commit set document_id only where none is recorded
+// yet or the recorded one is the same.
+func sameDocument(id string) scopes.Scope {
+	return func(db *gorm.DB) *gorm.DB {
+		return db.Where(clause.Or(clause.Eq{Column: clause.Column{Name: "document_id"}, Value: nil},
+			clause.Eq{Column: clause.Column{Name: "document_id"}, Value: id}))
+	}
+}
+
+// MarkOperationDead ends the operation as dead (it needs a user's action).
+// The recorded document id is kept, so retention still sees which document
+// shows the failure.
+func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (*FencedWrite, error) {
+	return r.finish(ctx, "mark dead", f, models.OperationDead)
+}
+
+// MarkOperationReconcileOnly ends re-drives; only reconciliation may touch
+// the operation now. The recorded document id is kept.
+func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (*FencedWrite, error) {
+	return r.finish(ctx, "mark reconcile-only", f, models.OperationReconcileOnly)
+}
+
+func (r *Repository) finish(ctx context.Context, action string, f Fence, state string) (*FencedWrite, error) {
+	return r.fencedUpdate(ctx, fencedWrite{action: action, fence: f, ends: true,
+		set:      map[string]any{"state": state, "next_attempt_at": nil},
+		replayed: func(op *models.Operation) bool { return op.State == state }})
+}
+
+// FailureParams records a failed attempt.
+type FailureParams struct {
+	Fence
+	// Kind classifies the failure (e.g. "timeout", "http"); required.
+	Kind string
+	// HTTPStatus is the provider's status code, if there was one.
+	HTTPStatus *int64
+}
+
+// RecordOperationFailure counts a failed attempt, stores its kind and
+// status, and ends the lease. The backoff policy sets next_attempt_at, or
+// declares the operation dead. The write is also guarded on the attempts
+// count read, so two reports of one attempt cannot both count; a retry by
+// the same fence with the same kind and status is a replay.
+func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams) (*FencedWrite, error) {
+	if p.Kind == "" {
+		return nil, fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
+	}
+	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
+		return nil, fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
+	}
+	if err := p.Fence.validate(); err != nil {
+		return nil, fmt.Errorf("record failure: %w", err)
+	}
+	cur, err := r.GetOperation(ctx, p.CallerDID, p.OperationID)
+	if err != nil {
+		return nil, fmt.Errorf("record failure: %w", err)
+	}
+	attempts := cur.Attempts + 1
+	set := map[string]any{"attempts": attempts, "last_kind": p.Kind, "last_http_status": p.HTTPStatus}
+	if delay, dead := r.backoff.Next(attempts, p.Kind); dead {
+		set["state"], set["next_attempt_at"] = models.OperationDead, nil
+	} else {
+		set["next_attempt_at"] = r.now().Add(delay).UnixMilli()
+	}
+	return r.fencedUpdate(ctx, fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
+		guards: []scopes.Scope{scopes.Eq("attempts", cur.Attempts)},
+		mismatch: func(op *models.Operation) error {
+			if op.Attempts == cur.Attempts {
+				return nil
+			}
+			return &LeaseLostError{Action: "record failure", Fence: p.Fence, State: op.State, Reason: LeaseLostAttemptsChanged}
+		},
+		replayed: func(op *models.Operation) bool {
+			return (op.State == models.OperationAttempted || op.State == models.OperationDead) &&
+				equalPtr(op.LastKind, &p.Kind) && equalPtr(op.LastHTTPStatus, p.HTTPStatus)
+		}})
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}
