@@ -149,3 +149,31 @@ func TestMarkAppliedOnlyFromVerifiedStates(t *testing.T) {
 		}
 	})
 }
+
+// TestListSweepCandidatesStableUnderWrites: a candidate written while a
+// caller pages through the listing is listed once, not again at the end.
+func TestListSweepCandidatesStableUnderWrites(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		recordReceipt(t, e, "p1", "a", "b", "c", "d", "e")
+		var docs []string
+		var after *repository.CandidateCursor
+		for {
+			page, err := e.repo.ListSweepCandidates(ctx(t), repository.ListCandidatesParams{
+				OwnerDID: "owner", ConnectorName: "crm", After: after, Limit: 2})
+			require.NoError(t, err)
+			for i := range page {
+				docs = append(docs, page[i].DocumentID)
+				e.clock.Advance(time.Millisecond)
+				_, err := e.repo.RecordSweepOutcome(ctx(t), repository.SweepOutcome{
+					CandidateKey: candKey("p1", page[i].DocumentID), Outcome: models.CandidatePresent})
+				require.NoError(t, err)
+			}
+			if len(page) < 2 {
+				break
+			}
+			after = repository.CandidateCursorOf(&page[len(page)-1])
+		}
+		require.Equal(t, []string{"a", "b", "c", "d", "e"}, docs)
+	})
+}
