@@ -73,6 +73,10 @@ func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, 
 		return &FencedWrite{Operation: op, Replay: true}, nil
 	}
 	lost := &LeaseLostError{Action: w.action, Fence: w.fence, State: op.State}
+	var mismatch error
+	if w.mismatch != nil {
+		mismatch = w.mismatch(op)
+	}
 	switch {
 	case op.State != models.OperationAttempted:
 		lost.Reason = LeaseLostFinished
@@ -82,8 +86,8 @@ func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, 
 		lost.Reason = LeaseLostNotHeld
 	case *op.LeaseToken != w.fence.LeaseToken:
 		lost.Reason = LeaseLostHeldByOther
-	case w.mismatch != nil && w.mismatch(op) != nil:
-		return nil, w.mismatch(op)
+	case mismatch != nil:
+		return nil, mismatch
 	default:
 		lost.Reason = LeaseLostExpired
 	}
