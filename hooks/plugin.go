@@ -14,6 +14,7 @@ const (
 	checkName    = Name + ":check"
 	verifyName   = Name + ":verify"
 	skipKey      = "connstore:skip_lock"
+	keepLockKey  = "connstore:keep_lock_on_conflict"
 	readStateKey = "connstore:lock_read"
 )
 
@@ -26,6 +27,7 @@ type Config struct {
 // Plugin is the optimistic-locking gorm.Plugin.
 type Plugin struct {
 	newID func() string
+	locks lockCache
 }
 
 // New returns the plugin with cfg's defaults filled in.
@@ -66,6 +68,12 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 // check, no bump, no incarnation seeding. Use it only on a path that owns its
 // own conflict rule.
 func SkipLock(db *gorm.DB) *gorm.DB { return db.Set(skipKey, true) }
+
+// KeepLockOnConflict returns a session whose upserts leave a stored row's
+// version and incarnation exactly as they are on conflict (no bump), for an
+// upsert that is deliberately not a compare-and-swap write. Inserts are
+// still seeded.
+func KeepLockOnConflict(db *gorm.DB) *gorm.DB { return db.Set(keepLockKey, true) }
 
 // Registered reports whether the plugin is registered on db.
 func Registered(db *gorm.DB) bool {

@@ -98,10 +98,16 @@ func TestHookSetBasedUpdateBumpsVersion(t *testing.T) {
 		require.Equal(t, int64(1), loadSyncRow(t, e.db, "o1").Version)
 		require.Equal(t, int64(1), loadSyncRow(t, e.db, "o2").Version)
 
-		// A struct cannot carry version = version + 1: refused, not silent.
-		err := e.db.Model(&models.SyncState{}).Where("connector_name = ?", "c").
-			Updates(models.SyncState{EntityCount: 9}).Error
-		require.ErrorIs(t, err, hooks.ErrMissingLock)
+		// A struct is converted to a column map, so it bumps every row too.
+		res = e.db.Model(&models.SyncState{}).Where("connector_name = ?", "c").
+			Updates(models.SyncState{EntityCount: 9})
+		require.NoError(t, res.Error)
+		require.Equal(t, int64(2), res.RowsAffected)
+		for _, o := range []string{"o1", "o2"} {
+			got := loadSyncRow(t, e.db, o)
+			require.Equal(t, int64(2), got.Version)
+			require.Equal(t, int64(9), got.EntityCount)
+		}
 	})
 }
 

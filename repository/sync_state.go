@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -54,7 +55,9 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 		Checkpoint: in.Checkpoint, LastSyncedAt: in.LastSyncedAt, EntityCount: in.EntityCount,
 		Status: in.Status, Error: in.Error, Recovery: in.Recovery,
 	}
-	err := r.conn(ctx).Clauses(clause.OnConflict{
+	// The conflict update is deliberately not a CAS write: the plugin must
+	// neither bump the version nor touch the incarnation.
+	err := hooks.KeepLockOnConflict(r.conn(ctx)).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "connector_name"}, {Name: "owner_did"}},
 		DoUpdates: clause.AssignmentColumns([]string{
 			"checkpoint", "last_synced_at", "entity_count", "status", "error", "recovery",
