@@ -41,8 +41,10 @@ func New(cfg Config) *Plugin {
 // Name implements gorm.Plugin.
 func (p *Plugin) Name() string { return Name }
 
-// Initialize implements gorm.Plugin. Calling it again re-binds the
-// callbacks to this plugin instead of registering duplicates.
+// Initialize implements gorm.Plugin; db.Use calls it once. A second db.Use
+// of any plugin with this Name returns gorm.ErrRegistered and leaves the
+// first bound. Calling Initialize of another Plugin directly re-binds the
+// callbacks to it (its id source) instead of stacking a second guard.
 func (p *Plugin) Initialize(db *gorm.DB) error {
 	create, update := db.Callback().Create(), db.Callback().Update()
 	var errs []error

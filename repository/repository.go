@@ -72,10 +72,12 @@ func (r *Repository) Transaction(ctx context.Context, fn func(*Repository) error
 	return r.conn(ctx).Transaction(func(tx *gorm.DB) error { return fn(r.WithTx(tx)) })
 }
 
-// conn is the handle for one call: bound to ctx, and without gorm's implicit
-// per-statement transaction (every single statement is already atomic).
+// conn is the handle for one call: bound to ctx, without gorm's implicit
+// per-statement transaction (every single statement is already atomic), and
+// logging through quietLogger.
 func (r *Repository) conn(ctx context.Context) *gorm.DB {
-	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true})
+	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true,
+		Logger: quietLogger{r.db.Logger}})
 }
 
 // isPostgres reports whether row locks (FOR UPDATE) are available; SQLite
