@@ -51,17 +51,25 @@ func TestHookUnmappedLockRefused(t *testing.T) {
 func TestHookPlainModelSQLUnchanged(t *testing.T) {
 	t.Parallel()
 	patterns := map[string]func(*gorm.DB) *gorm.DB{
-		"create":     func(db *gorm.DB) *gorm.DB { return db.Create(&plainAccount{ID: 1, Owner: "a"}) },
-		"batch":      func(db *gorm.DB) *gorm.DB { return db.CreateInBatches([]plainAccount{{ID: 2}, {ID: 3}}, 5) },
-		"save":       func(db *gorm.DB) *gorm.DB { return db.Save(&plainAccount{ID: 1, Balance: 2, Version: 3}) },
-		"updates":    func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).Updates(plainAccount{Balance: 3}) },
-		"map":        func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).Updates(map[string]any{"version": 4}) },
-		"select":     func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).Select("*").Updates(plainAccount{}) },
-		"column":     func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).UpdateColumn("balance", 5) },
-		"set-based":  func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{}).Where("owner = ?", "a").Update("balance", 6) },
-		"upsert":     func(db *gorm.DB) *gorm.DB { return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&plainAccount{ID: 1}) },
-		"do nothing": func(db *gorm.DB) *gorm.DB { return db.Clauses(clause.OnConflict{DoNothing: true}).Create(&plainAccount{ID: 1}) },
-		"delete":     func(db *gorm.DB) *gorm.DB { return db.Delete(&plainAccount{ID: 1}) },
+		"create":  func(db *gorm.DB) *gorm.DB { return db.Create(&plainAccount{ID: 1, Owner: "a"}) },
+		"batch":   func(db *gorm.DB) *gorm.DB { return db.CreateInBatches([]plainAccount{{ID: 2}, {ID: 3}}, 5) },
+		"save":    func(db *gorm.DB) *gorm.DB { return db.Save(&plainAccount{ID: 1, Balance: 2, Version: 3}) },
+		"updates": func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).Updates(plainAccount{Balance: 3}) },
+		"map": func(db *gorm.DB) *gorm.DB {
+			return db.Model(&plainAccount{ID: 1}).Updates(map[string]any{"version": 4})
+		},
+		"select": func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).Select("*").Updates(plainAccount{}) },
+		"column": func(db *gorm.DB) *gorm.DB { return db.Model(&plainAccount{ID: 1}).UpdateColumn("balance", 5) },
+		"set-based": func(db *gorm.DB) *gorm.DB {
+			return db.Model(&plainAccount{}).Where("owner = ?", "a").Update("balance", 6)
+		},
+		"upsert": func(db *gorm.DB) *gorm.DB {
+			return db.Clauses(clause.OnConflict{UpdateAll: true}).Create(&plainAccount{ID: 1})
+		},
+		"do nothing": func(db *gorm.DB) *gorm.DB {
+			return db.Clauses(clause.OnConflict{DoNothing: true}).Create(&plainAccount{ID: 1})
+		},
+		"delete": func(db *gorm.DB) *gorm.DB { return db.Delete(&plainAccount{ID: 1}) },
 	}
 	forEachDB(t, func(t *testing.T, e *env) {
 		bare := openBare(t, e.kind)
