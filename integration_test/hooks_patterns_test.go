@@ -16,11 +16,10 @@ import (
 func TestHookWritePatterns(t *testing.T) {
 	t.Parallel()
 	type want struct {
-		err      error
-		version  int64 // stored version of account 1 afterwards (-1: deleted)
-		balance  int64
-		memoryV  int64 // the model's version after the call (-1: not checked)
-		conflict bool
+		err     error
+		version int64 // stored version of account 1 afterwards (-1: deleted)
+		balance int64
+		memoryV int64 // the model's version after the call (-1: not checked)
 	}
 	cases := []struct {
 		name string
