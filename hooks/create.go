@@ -13,18 +13,11 @@ import (
 // incarnation on every inserted row that does not carry one yet, and makes
 // an upsert's update branch a guarded write (see guardUpsert).
 func (p *Plugin) beforeCreate(db *gorm.DB) {
-	if db.Error != nil || skipped(db) {
-		return
-	}
-	stmt := db.Statement
-	lf := p.locks.of(stmt)
+	lf := p.guarded(db)
 	if lf == nil {
 		return
 	}
-	if lf.err != nil {
-		db.AddError(lf.err)
-		return
-	}
+	stmt := db.Statement
 	if dest, ok := stmt.Dest.(map[string]any); ok {
 		dest[lf.version.DBName] = int64(0)
 		if lf.incarnation != nil && dest[lf.incarnation.DBName] == nil {

@@ -41,6 +41,21 @@ func (c *lockCache) of(stmt *gorm.Statement) *lockFields {
 	return lf
 }
 
+// guarded returns the lock fields a write must guard, or nil when there is
+// nothing to do (an earlier error, SkipLock, no lock). A model whose lock is
+// unmapped gets its refusal added to db and nil.
+func (p *Plugin) guarded(db *gorm.DB) *lockFields {
+	if db.Error != nil || skipped(db) {
+		return nil
+	}
+	lf := p.locks.of(db.Statement)
+	if lf != nil && lf.err != nil {
+		db.AddError(lf.err)
+		return nil
+	}
+	return lf
+}
+
 func resolveLock(s *schema.Schema) *lockFields {
 	lf := &lockFields{}
 	for _, f := range s.Fields {

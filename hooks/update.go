@@ -22,18 +22,11 @@ type updateState struct {
 // The lock columns are the plugin's: a struct or map naming them has them
 // removed from the SET list.
 func (p *Plugin) beforeUpdate(db *gorm.DB) {
-	stmt := db.Statement
-	if db.Error != nil || skipped(db) {
-		return
-	}
-	lf := p.locks.of(stmt)
+	lf := p.guarded(db)
 	if lf == nil {
 		return
 	}
-	if lf.err != nil {
-		db.AddError(lf.err)
-		return
-	}
+	stmt := db.Statement
 	row, single := loadedRow(stmt)
 	if !sameDest(stmt) || !single {
 		if !destToMap(stmt, lf) {
