@@ -6,7 +6,7 @@ package models
 // cannot rebase stale state onto the new row (ABA).
 type Lock struct {
 	// Version is bumped by every guarded write; it starts at 0.
-	Version int64 `gorm:"column:version;not null;default:0"`
+	Version int64 `gorm:"column:version;type:bigint;not null;default:0"`
 	// Incarnation is the random id the row was inserted with.
 	Incarnation *string `gorm:"column:incarnation"`
 }
@@ -26,7 +26,7 @@ func (l *Lock) SetLockVersion(v int64) { l.Version = v }
 // VersionLock is the version-only guard for tables without an incarnation.
 type VersionLock struct {
 	// Version is bumped by every guarded write; it starts at 0.
-	Version int64 `gorm:"column:version;not null;default:0"`
+	Version int64 `gorm:"column:version;type:bigint;not null;default:0"`
 }
 
 // LockState reports the lock fields as read.

@@ -29,19 +29,19 @@ type Operation struct {
 	DocumentID           *string `gorm:"column:document_id"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
 	State                string  `gorm:"column:state;not null"`
-	Attempts             int64   `gorm:"column:attempts;not null"`
-	NextAttemptAt        *int64  `gorm:"column:next_attempt_at"`
+	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint"`
 	LastKind             *string `gorm:"column:last_kind"`
-	LastHTTPStatus       *int64  `gorm:"column:last_http_status"`
+	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
 	Lock
 	LeaseToken     *string `gorm:"column:lease_token"`
-	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at"`
+	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint"`
 	// EndedLeaseToken is the token of the lease the last lease-ending write
 	// (commit, failure, dead, reconcile-only, release) ended; it lets a
 	// holder's retry after a lost reply be told apart from a lost lease.
 	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
-	CreatedAt       int64   `gorm:"column:created_at;not null;autoCreateTime:false"`
-	UpdatedAt       int64   `gorm:"column:updated_at;not null;autoUpdateTime:false"`
+	CreatedAt       int64   `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
+	UpdatedAt       int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
 }
 
 // TableName returns the seed's table name.

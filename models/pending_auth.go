@@ -10,9 +10,9 @@ type PendingAuth struct {
 	RedirectURI   string `gorm:"column:redirect_uri;not null"`
 	// Scopes is the JSON array of requested scopes.
 	Scopes     JSON   `gorm:"column:scopes"`
-	CreatedAt  int64  `gorm:"column:created_at;not null;autoCreateTime:false"`
-	ExpiresAt  int64  `gorm:"column:expires_at;not null"`
-	ConsumedAt *int64 `gorm:"column:consumed_at"`
+	CreatedAt  int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
+	ExpiresAt  int64  `gorm:"column:expires_at;type:bigint;not null"`
+	ConsumedAt *int64 `gorm:"column:consumed_at;type:bigint"`
 }
 
 // TableName returns the table name.

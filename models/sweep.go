@@ -18,7 +18,7 @@ type SweepReceipt struct {
 	ConnectorName  string `gorm:"column:connector_name;primaryKey"`
 	Partition      string `gorm:"column:partition;primaryKey"`
 	Provenance     string `gorm:"column:provenance;primaryKey"`
-	Sequence       int64  `gorm:"column:sequence;not null"`
+	Sequence       int64  `gorm:"column:sequence;type:bigint;not null"`
 	ModelID        string `gorm:"column:model_id;not null"`
 	Scope          JSON   `gorm:"column:scope"`
 	Keep           JSON   `gorm:"column:keep"`
@@ -26,9 +26,9 @@ type SweepReceipt struct {
 	Predicate      JSON   `gorm:"column:predicate"`
 	Kind           string `gorm:"column:kind;not null"`
 	// Complete is 1 for a complete relist; only complete ones are recorded.
-	Complete    int64  `gorm:"column:complete;not null"`
-	CreatedAt   int64  `gorm:"column:created_at;not null;autoCreateTime:false"`
-	CommittedAt *int64 `gorm:"column:committed_at"`
+	Complete    int64  `gorm:"column:complete;type:integer;not null"`
+	CreatedAt   int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
+	CommittedAt *int64 `gorm:"column:committed_at;type:bigint"`
 }
 
 // TableName returns the seed's table name.
@@ -45,11 +45,11 @@ type SweepCandidate struct {
 	SourceID      *string `gorm:"column:source_id"`
 	ModelID       string  `gorm:"column:model_id;not null"`
 	State         string  `gorm:"column:state;not null"`
-	Attempts      int64   `gorm:"column:attempts;not null"`
-	ApplyFailures int64   `gorm:"column:apply_failures;not null"`
+	Attempts      int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
+	ApplyFailures int64   `gorm:"column:apply_failures;type:bigint;not null;default:0"`
 	LastError     *string `gorm:"column:last_error"`
-	UpdatedAt     int64   `gorm:"column:updated_at;not null;autoUpdateTime:false"`
-	NextAttemptAt int64   `gorm:"column:next_attempt_at;not null"`
+	UpdatedAt     int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+	NextAttemptAt int64   `gorm:"column:next_attempt_at;type:bigint;not null;default:0"`
 }
 
 // TableName returns the seed's table name.
@@ -62,8 +62,8 @@ type SweepCheckpoint struct {
 	ConnectorName   string `gorm:"column:connector_name;primaryKey"`
 	Partition       string `gorm:"column:partition;primaryKey"`
 	Provenance      string `gorm:"column:provenance;not null"`
-	ReceiptSequence int64  `gorm:"column:receipt_sequence;not null"`
-	UpdatedAt       int64  `gorm:"column:updated_at;not null;autoUpdateTime:false"`
+	ReceiptSequence int64  `gorm:"column:receipt_sequence;type:bigint;not null"`
+	UpdatedAt       int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
 }
 
 // TableName returns the seed's table name.

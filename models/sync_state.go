@@ -15,12 +15,12 @@ type SyncState struct {
 	OwnerDID      string  `gorm:"column:owner_did;primaryKey"`
 	Checkpoint    JSON    `gorm:"column:checkpoint"`
 	LastSyncedAt  string  `gorm:"column:last_synced_at;not null"`
-	EntityCount   int64   `gorm:"column:entity_count;not null"`
+	EntityCount   int64   `gorm:"column:entity_count;type:bigint;not null"`
 	Status        string  `gorm:"column:status;not null"`
 	Error         *string `gorm:"column:error"`
 	// LeaseExpiresAt is dead: written NULL on insert and never read. It is
 	// kept so the schema stays compatible with existing databases.
-	LeaseExpiresAt *int64 `gorm:"column:lease_expires_at"`
+	LeaseExpiresAt *int64 `gorm:"column:lease_expires_at;type:bigint"`
 	// Recovery is the connector's durable recovery buffer; NULL means empty.
 	Recovery JSON `gorm:"column:recovery"`
 	Lock

@@ -19,12 +19,12 @@ type ProjectionWatch struct {
 	VerifiedStateDigest  *string `gorm:"column:verified_state_digest"`
 	ObservedWinnerDigest *string `gorm:"column:observed_winner_digest"`
 	VerificationStatus   string  `gorm:"column:verification_status;not null"`
-	VerificationAttempts int64   `gorm:"column:verification_attempts;not null"`
-	RepairGeneration     int64   `gorm:"column:repair_generation;not null"`
-	NextAttemptAt        *int64  `gorm:"column:next_attempt_at"`
+	VerificationAttempts int64   `gorm:"column:verification_attempts;type:bigint;not null;default:0"`
+	RepairGeneration     int64   `gorm:"column:repair_generation;type:bigint;not null;default:0"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint"`
 	VersionLock
-	CreatedAt int64 `gorm:"column:created_at;not null;autoCreateTime:false"`
-	UpdatedAt int64 `gorm:"column:updated_at;not null;autoUpdateTime:false"`
+	CreatedAt int64 `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
+	UpdatedAt int64 `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
 }
 
 // TableName returns the seed's table name.
