@@ -10,11 +10,10 @@ import (
 
 // updateState is what beforeUpdate hands to afterUpdate for one statement.
 type updateState struct {
-	lf          *lockFields
-	row         reflect.Value // the loaded row, addressable
-	version     int64         // the version it was read at
-	incarnation string
-	saveLike    bool // Save (or Select("*") of the model itself): an absent row is inserted
+	lf       *lockFields
+	row      reflect.Value // the loaded row, addressable
+	version  int64         // the version it was read at
+	saveLike bool          // Save (or Select("*") of the model itself): an absent row is inserted
 }
 
 // beforeUpdate turns an update of a loaded row into a compare-and-swap on
@@ -28,7 +27,8 @@ func (p *Plugin) beforeUpdate(db *gorm.DB) {
 	}
 	stmt := db.Statement
 	row, single := loadedRow(stmt)
-	if !sameDest(stmt) || !single {
+	same := sameDest(stmt)
+	if !same || !single {
 		if !destToMap(stmt, lf) {
 			db.AddError(fmt.Errorf("%w: cannot guard an update of %s from a %T", ErrMissingLock, stmt.Table, stmt.Dest))
 			return
@@ -39,19 +39,21 @@ func (p *Plugin) beforeUpdate(db *gorm.DB) {
 		keepSelected(stmt, lf.version.DBName)
 		return
 	}
-	st := &updateState{lf: lf, row: row, saveLike: sameDest(stmt) && len(stmt.Selects) == 1 && stmt.Selects[0] == "*"}
+	st := &updateState{lf: lf, row: row, saveLike: same && len(stmt.Selects) == 1 && stmt.Selects[0] == "*"}
 	if v, _ := lf.version.ValueOf(stmt.Context, row); v != nil {
 		st.version, _ = v.(int64)
 	}
 	where := []clause.Expression{clause.Eq{Column: column(lf.version.DBName), Value: st.version}}
 	if lf.incarnation != nil {
-		inc, _ := lf.incarnation.ValueOf(stmt.Context, row)
-		if p, ok := inc.(*string); ok && p != nil {
-			st.incarnation = *p
+		var incarnation string
+		if v, _ := lf.incarnation.ValueOf(stmt.Context, row); v != nil {
+			if p, ok := v.(*string); ok && p != nil {
+				incarnation = *p
+			}
 		}
 		switch {
-		case st.incarnation != "":
-			where = append(where, clause.Eq{Column: column(lf.incarnation.DBName), Value: st.incarnation})
+		case incarnation != "":
+			where = append(where, clause.Eq{Column: column(lf.incarnation.DBName), Value: incarnation})
 		case st.saveLike: // a row never read: only an absent row (insert) can match
 			where = append(where, clause.Eq{Column: column(lf.incarnation.DBName), Value: nil})
 		default:

@@ -20,9 +20,6 @@ func (l *Lock) LockState() LockState {
 	return state
 }
 
-// SetLockVersion records the version a guarded write produced.
-func (l *Lock) SetLockVersion(v int64) { l.Version = v }
-
 // VersionLock is the version-only guard for tables without an incarnation.
 type VersionLock struct {
 	// Version is bumped by every guarded write; it starts at 0.
@@ -31,17 +28,6 @@ type VersionLock struct {
 
 // LockState reports the lock fields as read.
 func (l *VersionLock) LockState() LockState { return LockState{Version: l.Version} }
-
-// SetLockVersion records the version a guarded write produced.
-func (l *VersionLock) SetLockVersion(v int64) { l.Version = v }
-
-// Locker is implemented by every model that embeds Lock or VersionLock.
-type Locker interface {
-	// LockState reports the version (and incarnation) the model was read at.
-	LockState() LockState
-	// SetLockVersion stores the version after a guarded write.
-	SetLockVersion(v int64)
-}
 
 // LockState is a snapshot of a model's lock fields.
 type LockState struct {
@@ -55,6 +41,3 @@ type LockState struct {
 
 // StrPtr returns a pointer to s; a helper for nullable text columns.
 func StrPtr(s string) *string { return &s }
-
-// LockFields exposes the embedded lock so the create hook can seed it.
-func (l *Lock) LockFields() *Lock { return l }
