@@ -3,6 +3,7 @@ package integrationtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,9 +39,11 @@ func opRow(i int, state string, next *int64, created int64) models.Operation {
 	}
 }
 
+// seedOps inserts a copy of rows: gorm writes defaults and the lock back
+// into what it inserts, and parallel subtests share one case table.
 func seedOps(t *testing.T, e *env, rows []models.Operation) {
 	t.Helper()
-	require.NoError(t, e.db.CreateInBatches(rows, 500).Error)
+	require.NoError(t, e.db.CreateInBatches(slices.Clone(rows), 500).Error)
 }
 
 func ms(t time.Time) *int64 { v := t.UnixMilli(); return &v }
