@@ -54,3 +54,35 @@ func TestAutoMigrateAfterMigrateIssuesNoDDL(t *testing.T) {
 		require.Equal(t, before, catalog(t, e))
 	})
 }
+
+// indexes lists every connstore index as name:columns.
+func indexes(t *testing.T, kind string, db *gorm.DB) []string {
+	t.Helper()
+	q := `SELECT indexname || ':' || substring(indexdef from '\((.*)\)') FROM pg_indexes
+		WHERE schemaname = current_schema() AND tablename LIKE 'kubun_connector_%'
+			AND tablename <> 'kubun_connector_migrations' ORDER BY 1`
+	if kind == sqlitekind {
+		q = `SELECT m.name || ':' || (SELECT group_concat(name, ', ') FROM
+				(SELECT name FROM pragma_index_info(m.name) ORDER BY seqno))
+			FROM sqlite_master m WHERE m.type = 'index' AND m.tbl_name LIKE 'kubun_connector_%'
+				AND m.name NOT LIKE 'sqlite_autoindex%' ORDER BY 1`
+	}
+	var rows []string
+	require.NoError(t, db.Raw(q).Scan(&rows).Error)
+	return rows
+}
+
+// TestAutoMigrateAloneBuildsTheIndexes: the tags declare every index the
+// migrations create, by name and column order.
+func TestAutoMigrateAloneBuildsTheIndexes(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		bare := openBare(t, e.kind)
+		require.NoError(t, bare.AutoMigrate(models.All()...))
+		want := indexes(t, e.kind, e.db)
+		// 15 secondary indexes, and on PostgreSQL the 7 primary keys' too.
+		wantLen := map[string]int{pgKind: 22, sqlitekind: 15}[e.kind]
+		require.Len(t, want, wantLen, "every index of the migrations")
+		require.Equal(t, want, indexes(t, e.kind, bare))
+	})
+}

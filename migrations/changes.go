@@ -47,3 +47,27 @@ func candidatePagingMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// receiptSequenceIndexMigration gives the receipt's (partition, sequence)
+// uniqueness the same name on SQLite that its constraint's index has on
+// PostgreSQL, so the models can declare it and AutoMigrate finds it. SQLite
+// names a UNIQUE constraint's index itself; the named index duplicates it on
+// a table of one row per relist.
+func receiptSequenceIndexMigration() *gormigrate.Migration {
+	onSQLite := func(tx *gorm.DB, stmt string) error {
+		if tx.Dialector.Name() != "sqlite" {
+			return nil
+		}
+		return tx.Exec(stmt).Error
+	}
+	return &gormigrate.Migration{
+		ID: "connstore_0008_receipt_sequence_index",
+		Migrate: func(tx *gorm.DB) error {
+			return onSQLite(tx, `CREATE UNIQUE INDEX kubun_connector_sweep_receipt_sequence_key
+				ON kubun_connector_sweep_receipt (owner_did, connector_name, "partition", sequence)`)
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return onSQLite(tx, `DROP INDEX kubun_connector_sweep_receipt_sequence_key`)
+		},
+	}
+}

@@ -203,6 +203,7 @@ func all() []*gormigrate.Migration {
 			"kubun_connector_sweep_checkpoint", "kubun_connector_sweep_candidate", "kubun_connector_sweep_receipt"),
 		endedLeaseMigration(),
 		candidatePagingMigration(),
+		receiptSequenceIndexMigration(),
 	}
 }
 

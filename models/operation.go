@@ -12,10 +12,10 @@ const (
 // Operation is a row of kubun_connector_operation: one outbound write of a
 // connector, with its retry and lease bookkeeping.
 type Operation struct {
-	CallerDID            string  `gorm:"column:caller_did;primaryKey"`
-	OperationID          string  `gorm:"column:operation_id;primaryKey"`
+	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4"`
 	NodeKey              string  `gorm:"column:node_key;not null"`
-	OwnerDID             string  `gorm:"column:owner_did;not null"`
+	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1"`
 	ConnectorName        string  `gorm:"column:connector_name;not null"`
 	Model                string  `gorm:"column:model;not null"`
 	Op                   string  `gorm:"column:op;not null"`
@@ -26,22 +26,22 @@ type Operation struct {
 	PayloadHash          string  `gorm:"column:payload_hash;not null"`
 	ReissueIntent        JSON    `gorm:"column:reissue_intent;not null"`
 	ProviderEtag         *string `gorm:"column:provider_etag"`
-	DocumentID           *string `gorm:"column:document_id"`
+	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_doc_caller_idx,priority:1;index:kubun_connector_operation_doc_owner_idx,priority:1"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
-	State                string  `gorm:"column:state;not null"`
+	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_due_idx,priority:1;index:kubun_connector_operation_state_key_idx,priority:1;index:kubun_connector_operation_retention_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
-	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_due_idx,priority:2"`
 	LastKind             *string `gorm:"column:last_kind"`
 	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
 	Lock
 	LeaseToken     *string `gorm:"column:lease_token"`
-	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint"`
+	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint;index:kubun_connector_operation_lease_idx,priority:1"`
 	// EndedLeaseToken is the token of the lease the last lease-ending write
 	// (commit, failure, dead, reconcile-only, release) ended; it lets a
 	// holder's retry after a lost reply be told apart from a lost lease.
 	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
-	CreatedAt       int64   `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
-	UpdatedAt       int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+	CreatedAt       int64   `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
+	UpdatedAt       int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_retention_idx,priority:2"`
 }
 
 // TableName returns the seed's table name.

@@ -11,7 +11,7 @@ type PendingAuth struct {
 	// Scopes is the JSON array of requested scopes.
 	Scopes     JSON   `gorm:"column:scopes"`
 	CreatedAt  int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false"`
-	ExpiresAt  int64  `gorm:"column:expires_at;type:bigint;not null"`
+	ExpiresAt  int64  `gorm:"column:expires_at;type:bigint;not null;index:kubun_connector_pending_auth_expires_idx,priority:1"`
 	ConsumedAt *int64 `gorm:"column:consumed_at;type:bigint"`
 }
 
