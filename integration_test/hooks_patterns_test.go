@@ -75,6 +75,11 @@ func TestHookWritePatterns(t *testing.T) {
 				DoUpdates: clause.AssignmentColumns([]string{"balance", "version", "incarnation"})}).
 				Create(&account{ID: 1, Owner: "a", Balance: 13}).Error
 		}, want{version: 1, balance: 13, memoryV: -1}},
+		{"upsert assignment columns without lock", func(db *gorm.DB, _ *account) error {
+			return db.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}},
+				DoUpdates: clause.AssignmentColumns([]string{"balance"})}).
+				Create(&account{ID: 1, Owner: "a", Balance: 13}).Error
+		}, want{version: 1, balance: 13, memoryV: -1}},
 		{"upsert do nothing", func(db *gorm.DB, _ *account) error {
 			return db.Clauses(clause.OnConflict{DoNothing: true}).Create(&account{ID: 1, Balance: 14}).Error
 		}, want{version: 0, balance: 1, memoryV: -1}},
