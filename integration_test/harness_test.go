@@ -31,6 +31,7 @@ const (
 // env is one test's database, repository and injected clock and ids.
 type env struct {
 	kind  string
+	dsn   string // the database's DSN, for a second handle on it
 	db    *gorm.DB
 	repo  *repository.Repository
 	clock *fakeClock
@@ -51,8 +52,9 @@ func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 
 func setup(t testing.TB, kind string) *env {
 	t.Helper()
-	db := openBare(t, kind)
-	e := &env{kind: kind, db: db, clock: newFakeClock(), ids: &seqIDs{prefix: "id"}}
+	dsn := newDSN(t, kind)
+	db := openDSN(t, kind, dsn)
+	e := &env{kind: kind, dsn: dsn, db: db, clock: newFakeClock(), ids: &seqIDs{prefix: "id"}}
 	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
 	require.NoError(t, migrations.Migrate(context.Background(), db))
 	repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
@@ -64,19 +66,31 @@ func setup(t testing.TB, kind string) *env {
 // openBare opens an empty database of kind with no plugin and no schema.
 func openBare(t testing.TB, kind string) *gorm.DB {
 	t.Helper()
-	cfg := &gorm.Config{Logger: logger.Discard}
-	var (
-		db  *gorm.DB
-		err error
-	)
+	return openDSN(t, kind, newDSN(t, kind))
+}
+
+// newDSN makes an empty database of kind (a schema on PostgreSQL, a file on
+// SQLite) and returns its DSN.
+func newDSN(t testing.TB, kind string) string {
+	t.Helper()
 	switch kind {
 	case pgKind:
-		db, err = gorm.Open(postgres.Open(pgSchemaDSN(t)), cfg)
+		return pgSchemaDSN(t)
 	case sqlitekind:
-		db, err = gorm.Open(sqlite.Open(sqliteDSN(filepath.Join(t.TempDir(), "connstore.db"))), cfg)
-	default:
-		t.Fatalf("unknown database kind %q", kind)
+		return sqliteDSN(filepath.Join(t.TempDir(), "connstore.db"))
 	}
+	t.Fatalf("unknown database kind %q", kind)
+	return ""
+}
+
+// openDSN opens a handle with no plugin on the database at dsn.
+func openDSN(t testing.TB, kind, dsn string) *gorm.DB {
+	t.Helper()
+	dialector := sqlite.Open(dsn)
+	if kind == pgKind {
+		dialector = postgres.Open(dsn)
+	}
+	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard})
 	require.NoError(t, err)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)

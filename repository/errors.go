@@ -23,6 +23,10 @@ var ErrConflict = hooks.ErrConflict
 // attempt to concurrent writers. RetriesExhaustedError carries the detail.
 var ErrRetriesExhausted = errors.New("connstore: compare-and-swap retries exhausted")
 
+// ErrOutOfScope is returned when a repository made WithScopes is asked to
+// create or upsert a row its scopes exclude; nothing was written.
+var ErrOutOfScope = errors.New("connstore: key outside the repository's scopes")
+
 // ErrPluginMissing is returned by New when the hooks plugin is not registered.
 var ErrPluginMissing = errors.New("connstore: optimistic-lock plugin not registered (db.Use(hooks.New(...)))")
 

@@ -36,6 +36,9 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if err := validateOperationInput(in); err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
+	if err := r.inScope(ctx, in.OwnerDID, in.ConnectorName); err != nil {
+		return nil, false, fmt.Errorf("record operation: %w", err)
+	}
 	now := r.nowMillis()
 	row := &models.Operation{
 		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,

@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/plugin/dbresolver"
 )
 
 // Options configures a Repository. The zero value is usable.
@@ -32,6 +34,8 @@ type Repository struct {
 	newID      func() string
 	backoff    BackoffPolicy
 	leaseClock LeaseClock
+	scopes     []scopes.Scope
+	err        error // refuses every call (a handle without the plugin)
 }
 
 // New returns a repository on db, which must have the hooks plugin
@@ -59,25 +63,47 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 		leaseClock: opts.LeaseClock}, nil
 }
 
-// WithTx returns a repository whose calls run in the caller's transaction.
+// WithTx returns a repository whose calls run in the caller's transaction
+// (or on any other handle of the caller's). The handle must carry the hooks
+// plugin: without it every call of the returned repository fails with
+// ErrPluginMissing rather than writing unguarded.
 func (r *Repository) WithTx(tx *gorm.DB) *Repository {
 	cp := *r
-	cp.db = tx
+	cp.db, cp.err = tx, nil
+	if !hooks.Registered(tx) {
+		cp.err = fmt.Errorf("%w: the handle given to WithTx has none", ErrPluginMissing)
+	}
 	return &cp
 }
 
-// Transaction runs fn with a repository bound to one transaction, committed
-// when fn returns nil and rolled back otherwise.
-func (r *Repository) Transaction(ctx context.Context, fn func(*Repository) error) error {
-	return r.conn(ctx).Transaction(func(tx *gorm.DB) error { return fn(r.WithTx(tx)) })
+// Transaction runs fn in one transaction, committed when fn returns nil and
+// rolled back otherwise. fn gets the transaction itself, for the
+// application's own writes, and a repository bound to it.
+func (r *Repository) Transaction(ctx context.Context, fn func(tx *gorm.DB, repo *Repository) error) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(tx, r.WithTx(tx)) })
 }
 
 // conn is the handle for one call: bound to ctx, without gorm's implicit
-// per-statement transaction (every single statement is already atomic), and
-// logging through quietLogger.
+// per-statement transaction (every single statement is already atomic),
+// logging through quietLogger, with the repository's scopes applied. Reads
+// through it may go to a read replica.
 func (r *Repository) conn(ctx context.Context) *gorm.DB {
-	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true,
-		Logger: quietLogger{r.db.Logger}})
+	db := r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true,
+		Logger: quietLogger{r.db.Logger}}).Scopes(r.scopes...)
+	if r.err != nil {
+		_ = db.AddError(r.err)
+	}
+	return db
+}
+
+// primary is conn for a read that a write depends on (or that must see the
+// caller's own writes): with gorm.io/plugin/dbresolver registered it goes to
+// the source, not a replica; without it the clause does nothing.
+func (r *Repository) primary(ctx context.Context) *gorm.DB {
+	return r.conn(ctx).Clauses(dbresolver.Write)
 }
 
 // isPostgres reports whether row locks (FOR UPDATE) are available; SQLite
@@ -93,10 +119,11 @@ func increment(table, column string) clause.Expr {
 // nowMillis is the injected clock in epoch milliseconds.
 func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }
 
-// takeOne reads the one row selected by scope, translating not-found.
+// takeOne reads the one row selected by scope from the primary,
+// translating not-found.
 func takeOne[T any](ctx context.Context, r *Repository, what string, key any, scope func(*gorm.DB) *gorm.DB) (*T, error) {
 	var row T
-	if err := r.conn(ctx).Scopes(scope).Take(&row).Error; err != nil {
+	if err := r.primary(ctx).Scopes(scope).Take(&row).Error; err != nil {
 		return nil, fmt.Errorf("get %s %v: %w", what, key, notFound(err))
 	}
 	return &row, nil

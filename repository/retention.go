@@ -2,7 +2,9 @@ package repository
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/connstore/connstore/models"
 	"strings"
 	"time"
 )
@@ -27,18 +29,14 @@ func newerExists(column, states string) string {
 		column, states)
 }
 
-// collectSQL is one DELETE whose keep rule and delete see the same rows, so
-// neither two batches nor two concurrent cleanups can each take another row
-// to be the newest. A row is collected only while a newer row of its kind
-// exists in the same partition; the newest never has one, and operations
-// never leave a terminal state, so it is never collected. The outer WHERE
-// re-checks the lease and updated_at on the row being deleted: a row leased
-// or written between the candidate read and the delete (Postgres, READ
-// COMMITTED) is kept.
-var collectSQL = strings.Join([]string{
-	`DELETE FROM kubun_connector_operation WHERE (caller_did, operation_id) IN (
-		SELECT o.caller_did, o.operation_id FROM kubun_connector_operation o
-		WHERE o.state IN ('committed', 'dead') AND o.updated_at < @before
+// collectableSQL is the keep rule over candidate rows o, in one DELETE
+// (built in CollectFinishedOperations) whose keep rule and delete see the
+// same rows, so neither two batches nor two concurrent cleanups can each
+// take another row to be the newest. A row is collected only while a newer
+// row of its kind exists in the same partition; the newest never has one, and
+// operations never leave a terminal state, so it is never collected.
+var collectableSQL = strings.Join([]string{
+	`o.state IN ('committed', 'dead') AND o.updated_at < @before
 		AND (o.lease_token IS NULL OR o.lease_expires_at < @now)
 		AND (o.document_id IS NULL OR (`,
 	// Not the newest commit of its caller, nor of its owner: the latest
@@ -49,9 +47,13 @@ var collectSQL = strings.Join([]string{
 	// one decides whether the document shows a failure.
 	`AND ` + newerExists("caller_did", "'committed', 'dead'"),
 	`AND ` + newerExists("owner_did", "'committed', 'dead'"),
-	`)) ORDER BY o.updated_at, o.caller_did, o.operation_id LIMIT @limit)
-	AND updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)`,
+	`))`,
 }, "\n")
+
+// recheckSQL is the DELETE's re-check on the row being deleted: a row
+// leased or written between the candidate read and the delete (Postgres,
+// READ COMMITTED) is kept.
+const recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)`
 
 // CollectFinishedOperations deletes up to Limit finished operations that
 // later rows supersede, oldest updated_at first, and returns how many it
@@ -67,9 +69,13 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	if err := requireLimit(p.Limit); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
-	tx := r.conn(ctx).Exec(collectSQL, map[string]any{
-		"before": p.Before.UnixMilli(), "now": r.leaseNow(), "limit": p.Limit,
-	})
+	args := map[string]any{"before": p.Before.UnixMilli(), "now": r.leaseNow()}
+	// Unqualified scope columns name o in the candidate read and the deleted
+	// row in the DELETE, so the repository's scopes bound both.
+	candidates := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
+		Where(collectableSQL, args).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
+	tx := r.conn(ctx).Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).
+		Delete(&models.Operation{})
 	if tx.Error != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", tx.Error)
 	}

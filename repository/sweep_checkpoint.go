@@ -76,12 +76,12 @@ func (r *Repository) commitCheck(tx *gorm.DB, k ReceiptKey) (*models.SweepReceip
 	if err != nil || unresolved {
 		return nil, errors.Join(err, refuseIf(unresolved, refuse(RefusedUnresolved)))
 	}
-	earlier, err := exists(tx.Table("kubun_connector_sweep_candidate AS c").
-		Joins(`JOIN kubun_connector_sweep_receipt AS r ON r.owner_did = c.owner_did
-			AND r.connector_name = c.connector_name AND r."partition" = c."partition"
-			AND r.provenance = c.provenance`).
-		Where(`c.owner_did = ? AND c.connector_name = ? AND c."partition" = ?`, k.OwnerDID, k.ConnectorName, k.Partition).
-		Where("c.state NOT IN ?", resolvedStates).Where("r.sequence < ?", receipt.Sequence))
+	// Unqualified columns throughout, so the repository's scopes apply.
+	earlierReceipts := tx.Model(&models.SweepReceipt{}).Select("provenance").
+		Scopes(k.PartitionKey.scope).Where("sequence < ?", receipt.Sequence)
+	earlier, err := exists(tx.Model(&models.SweepCandidate{}).
+		Scopes(k.PartitionKey.scope, scopes.NotIn("state", resolvedStates...)).
+		Where("provenance IN (?)", earlierReceipts))
 	if err != nil || earlier {
 		return nil, errors.Join(err, refuseIf(earlier, refuse(RefusedEarlierUnresolved)))
 	}

@@ -64,6 +64,9 @@ func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt,
 	if err := validateReceipt(rec, candidates); err != nil {
 		return false, fmt.Errorf("record relist receipt: %w", err)
 	}
+	if err := r.inScope(ctx, rec.OwnerDID, rec.ConnectorName); err != nil {
+		return false, fmt.Errorf("record relist receipt: %w", err)
+	}
 	if !rec.Complete {
 		return false, nil
 	}

@@ -62,6 +62,9 @@ type UpdateSyncProgressParams struct {
 // returns a *RetriesExhaustedError.
 func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) error {
 	maxRetries, err := validateUpdateProgress(p)
+	if err == nil {
+		err = r.inScope(ctx, p.OwnerDID, p.ConnectorName)
+	}
 	if err != nil {
 		return fmt.Errorf("update sync progress: %w", err)
 	}
@@ -81,7 +84,7 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 // a race and should be retried.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
 	var rows []models.SyncState
-	err = r.conn(ctx).Scopes(scopes.Connector(p.ConnectorName), scopes.Owner(p.OwnerDID)).
+	err = r.primary(ctx).Scopes(scopes.Connector(p.ConnectorName), scopes.Owner(p.OwnerDID)).
 		Limit(1).Find(&rows).Error
 	if err != nil {
 		return false, err

@@ -50,6 +50,9 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 	if err := validateSyncStateInput(connector, owner, in); err != nil {
 		return fmt.Errorf("set sync state: %w", err)
 	}
+	if err := r.inScope(ctx, owner, connector); err != nil {
+		return fmt.Errorf("set sync state: %w", err)
+	}
 	row := models.SyncState{
 		ConnectorName: connector, OwnerDID: owner,
 		Checkpoint: in.Checkpoint, LastSyncedAt: in.LastSyncedAt, EntityCount: in.EntityCount,

@@ -56,6 +56,9 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (*models.Pr
 	if err := requireKeys("document id", p.DocumentID); err != nil {
 		return nil, fmt.Errorf("arm watch: %w", err)
 	}
+	if err := r.inScope(ctx, p.OwnerDID, p.ConnectorName); err != nil {
+		return nil, fmt.Errorf("arm watch: %w", err)
+	}
 	now := r.nowMillis()
 	at := now
 	if !p.VerifyAt.IsZero() {

@@ -1,0 +1,90 @@
+package integrationtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
+)
+
+// TestReadReplicaRouting: behind dbresolver with a second database as the
+// replica, every read a write depends on, and every Get, goes to the source:
+// the flow behaves as it does without dbresolver. The listing reads the docs
+// name go to the replica, and the replica never receives a write.
+func TestReadReplicaRouting(t *testing.T) {
+	t.Parallel()
+	e := setup(t, pgKind)
+	replicaDSN := pgSchemaDSN(t)
+	replica := openDSN(t, pgKind, replicaDSN)
+	require.NoError(t, migrations.Migrate(context.Background(), replica))
+	db := openDSN(t, pgKind, e.dsn)
+	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
+	require.NoError(t, db.Use(dbresolver.Register(dbresolver.Config{Replicas: []gorm.Dialector{postgres.Open(replicaDSN)}})))
+	repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+	require.NoError(t, err)
+	c := ctx(t)
+
+	require.NoError(t, repo.SetSyncState(c, "crm", "o", baseState(t)))
+	_, err = repo.GetSyncState(c, "crm", "o")
+	require.NoError(t, err, "a Get reads the source")
+	for range 3 {
+		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+				return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 1}, nil
+			}}), "the CAS read goes to the source")
+	}
+	st, err := repo.GetSyncState(c, "crm", "o")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), st.Version)
+
+	_, _, err = repo.RecordOperation(c, opInput("caller", "op"))
+	require.NoError(t, err)
+	replay, created, err := repo.RecordOperation(c, opInput("caller", "op"))
+	require.NoError(t, err, "a replay reads the source")
+	require.False(t, created)
+	require.Equal(t, "op", replay.OperationID)
+	ops, err := repo.ClaimOperations(c, repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, ops, 1)
+	f := repository.FenceOf(&ops[0])
+	_, err = repo.CommitOperation(c, repository.CommitParams{Fence: f, DocumentID: models.StrPtr("d")})
+	require.NoError(t, err)
+	again, err := repo.CommitOperation(c, repository.CommitParams{Fence: f, DocumentID: models.StrPtr("d")})
+	require.NoError(t, err, "the fenced re-read goes to the source")
+	require.True(t, again.Replay)
+
+	key := repository.WatchKey{OwnerDID: "o", ConnectorName: "crm", Model: "m", AccountKey: "a", SourceID: "s"}
+	w, err := repo.ArmWatch(c, repository.ArmWatchParams{WatchKey: key, DocumentID: "d"})
+	require.NoError(t, err, "the read after the write goes to the source")
+	_, err = repo.RecordVerification(c, repository.VerificationParams{Watch: w, Outcome: models.WatchVerified,
+		VerifiedDigest: models.StrPtr("x")})
+	require.NoError(t, err)
+
+	_, err = repo.RecordRelistReceipt(c, receipt("p1"), nil)
+	require.NoError(t, err)
+	_, err = repo.CommitSweepCheckpoint(c, receiptKey("p1"))
+	require.NoError(t, err)
+	cp, err := repo.GetSweepCheckpoint(c, partition)
+	require.NoError(t, err)
+	require.Equal(t, "p1", cp.Provenance)
+
+	// Listing reads may use the replica, which is empty here.
+	states, err := repo.ListSyncStates(c, repository.ListSyncStatesParams{ConnectorName: "crm", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, states, "ListSyncStates reads the replica")
+	listed, err := repo.ListOperationsByOwner(c, repository.ListOperationsParams{OwnerDID: "owner", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, listed, "ListOperationsByOwner reads the replica")
+
+	for _, m := range models.All() {
+		require.Zero(t, count(t, replica, m), "the replica never receives a write (%T)", m)
+	}
+}
