@@ -107,10 +107,14 @@ func TestTenantIsolation(t *testing.T) {
 					VerifiedDigest: models.StrPtr("v")})
 				return err
 			},
-			"record receipt":    func() error { _, err := a.RecordRelistReceipt(c, recB, cands("z")); return err },
-			"replay receipt":    func() error { _, err := a.RecordRelistReceipt(c, receiptOf("B", "p1"), cands("z")); return err },
-			"sweep outcome":     func() error { return changed(a.RecordSweepOutcome(c, repository.SweepOutcome{CandidateKey: bKey, Outcome: models.CandidatePresent})) },
-			"apply failure":     func() error { return changed(a.RecordSweepApplyFailure(c, repository.ApplyFailure{CandidateKey: bKey, LastError: "e"})) },
+			"record receipt": func() error { _, err := a.RecordRelistReceipt(c, recB, cands("z")); return err },
+			"replay receipt": func() error { _, err := a.RecordRelistReceipt(c, receiptOf("B", "p1"), cands("z")); return err },
+			"sweep outcome": func() error {
+				return changed(a.RecordSweepOutcome(c, repository.SweepOutcome{CandidateKey: bKey, Outcome: models.CandidatePresent}))
+			},
+			"apply failure": func() error {
+				return changed(a.RecordSweepApplyFailure(c, repository.ApplyFailure{CandidateKey: bKey, LastError: "e"}))
+			},
 			"mark applied":      func() error { return changed(a.MarkSweepCandidateApplied(c, bKey)) },
 			"commit checkpoint": func() error { _, err := a.CommitSweepCheckpoint(c, bKey.ReceiptKey); return err },
 			"get checkpoint":    func() error { _, err := a.GetSweepCheckpoint(c, bKey.PartitionKey); return err },
