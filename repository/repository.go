@@ -39,10 +39,16 @@ type Repository struct {
 }
 
 // New returns a repository on db, which must have the hooks plugin
-// registered: without it guarded writes would silently lose updates.
+// registered: without it guarded writes would silently lose updates. A
+// pooled SQLite handle must use WAL, a busy timeout and immediate write
+// transactions (see package sqliteconn); New refuses one that does not with
+// ErrUnsafeSQLite.
 func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if !hooks.Registered(db) {
 		return nil, ErrPluginMissing
+	}
+	if err := checkSQLite(db); err != nil {
+		return nil, err
 	}
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now

@@ -1,0 +1,82 @@
+package repository
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ErrUnsafeSQLite is returned by New for a SQLite handle whose concurrent
+// writers would fail with "database is locked" instead of waiting.
+var ErrUnsafeSQLite = errors.New("connstore: SQLite handle not set up for concurrent writers")
+
+const sqliteFix = "open it with sqliteconn.Open, or use a DSN with _journal_mode=WAL&_busy_timeout=5000&_txlock=immediate, " +
+	"or give the pool a single connection (SetMaxOpenConns(1))"
+
+// checkSQLite refuses a pooled SQLite handle without WAL, a busy timeout
+// and immediate write transactions: correctness under concurrency depends
+// on all three, and none of them is visible in an error until writers race.
+func checkSQLite(db *gorm.DB) error {
+	if db.Dialector.Name() != "sqlite" {
+		return nil
+	}
+	raw, err := db.DB()
+	if err != nil || raw.Stats().MaxOpenConnections == 1 {
+		return nil // one connection is one writer: nothing to race
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var mode string
+	var busy int64
+	if err := raw.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("check sqlite: %w", err)
+	}
+	if err := raw.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return fmt.Errorf("check sqlite: %w", err)
+	}
+	switch immediate, err := beginsImmediate(ctx, raw); {
+	case err != nil:
+		return fmt.Errorf("check sqlite: %w", err)
+	case !strings.EqualFold(mode, "wal"):
+		return fmt.Errorf("%w: journal mode is %s, not WAL; %s", ErrUnsafeSQLite, mode, sqliteFix)
+	case busy <= 0:
+		return fmt.Errorf("%w: no busy timeout; %s", ErrUnsafeSQLite, sqliteFix)
+	case !immediate:
+		return fmt.Errorf("%w: transactions begin deferred, not immediate; %s", ErrUnsafeSQLite, sqliteFix)
+	}
+	return nil
+}
+
+// beginsImmediate reports whether a transaction of raw takes the write lock
+// when it begins: while one is open, another connection that will not wait
+// must fail to take the lock.
+func beginsImmediate(ctx context.Context, raw *sql.DB) (bool, error) {
+	tx, err := raw.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	conn, err := raw.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = conn.Close() }()
+	var busy int64
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return false, err
+	}
+	if _, err := conn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return false, err
+	}
+	defer func() { _, _ = conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busy)) }()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return strings.Contains(err.Error(), "locked") || strings.Contains(err.Error(), "busy"), nil
+	}
+	_, err = conn.ExecContext(ctx, "ROLLBACK")
+	return false, err
+}
