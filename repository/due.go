@@ -94,13 +94,19 @@ var errStopped = errors.New("due sweep stopped")
 // transaction held open. An error is yielded last and ends the sequence.
 func (r *Repository) IterDue(ctx context.Context, p DueParams) iter.Seq2[DueItem, error] {
 	return func(yield func(DueItem, error) bool) {
-		err := r.eachDue(ctx, p, func(it DueItem) error {
+		ctx, end := r.start(ctx, "IterDue")
+		var err error
+		defer end(&err)
+		err = r.eachDue(ctx, p, func(it DueItem) error {
 			if !yield(it, nil) {
 				return errStopped
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, errStopped) {
+		if errors.Is(err, errStopped) {
+			err = nil
+		}
+		if err != nil {
 			yield(DueItem{}, err)
 		}
 	}
@@ -108,7 +114,9 @@ func (r *Repository) IterDue(ctx context.Context, p DueParams) iter.Seq2[DueItem
 
 // ListDueOperations is IterDue collected into memory: every due operation,
 // then the SCHEDULE watches, then the AUDIT divergences.
-func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (*DueWork, error) {
+func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (_ *DueWork, err error) {
+	ctx, end := r.start(ctx, "ListDueOperations")
+	defer end(&err)
 	work := &DueWork{}
 	var diverged []models.ProjectionWatch
 	for it, err := range r.IterDue(ctx, p) {

@@ -70,6 +70,7 @@ func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, 
 	}
 	endedHere := op.EndedLeaseToken != nil && *op.EndedLeaseToken == w.fence.LeaseToken
 	if endedHere && w.replayed != nil && w.replayed(op) {
+		r.emit(ctx, EventReplay, 1, w.action)
 		return &FencedWrite{Operation: op, Replay: true}, nil
 	}
 	lost := &LeaseLostError{Action: w.action, Fence: w.fence, State: op.State}
@@ -91,5 +92,6 @@ func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, 
 	default:
 		lost.Reason = LeaseLostExpired
 	}
+	r.emit(ctx, EventLeaseLost, 1, lost.Reason)
 	return nil, lost
 }

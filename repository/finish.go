@@ -28,7 +28,9 @@ type CommitParams struct {
 // the lease. The document id recorded with the operation is kept unless the
 // commit supplies one; a different one is ErrInvalidInput. A retry with the
 // same fence and the same result after a lost reply is a replay.
-func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (*FencedWrite, error) {
+func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (_ *FencedWrite, err error) {
+	ctx, end := r.start(ctx, "CommitOperation")
+	defer end(&err)
 	result, err := models.NewJSON(p.ResultEntity)
 	if err != nil {
 		return nil, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
@@ -69,13 +71,17 @@ func sameDocument(id string) scopes.Scope {
 // MarkOperationDead ends the operation as dead (it needs a user's action).
 // The recorded document id is kept, so retention still sees which document
 // shows the failure.
-func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (*FencedWrite, error) {
+func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
+	ctx, end := r.start(ctx, "MarkOperationDead")
+	defer end(&err)
 	return r.finish(ctx, "mark dead", f, models.OperationDead)
 }
 
 // MarkOperationReconcileOnly ends re-drives; only reconciliation may touch
 // the operation now. The recorded document id is kept.
-func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (*FencedWrite, error) {
+func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
+	ctx, end := r.start(ctx, "MarkOperationReconcileOnly")
+	defer end(&err)
 	return r.finish(ctx, "mark reconcile-only", f, models.OperationReconcileOnly)
 }
 
@@ -99,7 +105,9 @@ type FailureParams struct {
 // declares the operation dead. The write is also guarded on the attempts
 // count read, so two reports of one attempt cannot both count; a retry by
 // the same fence with the same kind and status is a replay.
-func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams) (*FencedWrite, error) {
+func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams) (_ *FencedWrite, err error) {
+	ctx, end := r.start(ctx, "RecordOperationFailure")
+	defer end(&err)
 	if p.Kind == "" {
 		return nil, fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
 	}

@@ -30,7 +30,9 @@ type ClaimParams struct {
 // concurrent claimers neither block on nor double-claim a row; on SQLite the
 // single writer makes the statement atomic. Lease times follow the
 // repository's LeaseClock.
-func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) ([]models.Operation, error) {
+func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []models.Operation, err error) {
+	ctx, end := r.start(ctx, "ClaimOperations")
+	defer end(&err)
 	if err := requireLimit(p.Limit); err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
@@ -51,7 +53,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) ([]mode
 		due = due.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
 	}
 	var rows []models.Operation
-	err := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+	err = r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 		Where("(caller_did, operation_id) IN (?)", due).
 		Updates(map[string]any{
 			"lease_token": r.newID(), "lease_expires_at": r.leaseUntil(p.LeaseFor),
@@ -59,6 +61,9 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) ([]mode
 		}).Error
 	if err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
+	}
+	if len(rows) > 0 {
+		r.emit(ctx, EventClaimed, int64(len(rows)), "")
 	}
 	slices.SortFunc(rows, func(a, b models.Operation) int {
 		return cmp.Or(strings.Compare(a.CallerDID, b.CallerDID), strings.Compare(a.OperationID, b.OperationID))
@@ -92,7 +97,9 @@ func (f Fence) validate() error {
 // HeartbeatOperation extends a held lease to now + extendFor. A lease that
 // is no longer held is a *LeaseLostError; there is no replay, since
 // extending a held lease again is harmless.
-func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor time.Duration) (*models.Operation, error) {
+func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor time.Duration) (_ *models.Operation, err error) {
+	ctx, end := r.start(ctx, "HeartbeatOperation")
+	defer end(&err)
 	if extendFor <= 0 {
 		return nil, fmt.Errorf("heartbeat: %w", invalid("lease extension %v must be positive", extendFor))
 	}
@@ -107,7 +114,9 @@ func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor 
 // ReleaseOperation gives a held lease back; the operation stays attempted
 // and due as before. A retry by the same fence after a lost reply is a
 // replay.
-func (r *Repository) ReleaseOperation(ctx context.Context, f Fence) (*FencedWrite, error) {
+func (r *Repository) ReleaseOperation(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
+	ctx, end := r.start(ctx, "ReleaseOperation")
+	defer end(&err)
 	return r.fencedUpdate(ctx, fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{},
 		replayed: func(op *models.Operation) bool { return op.State == models.OperationAttempted }})
 }

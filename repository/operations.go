@@ -33,6 +33,8 @@ type OperationInput struct {
 // stored row with created false; a different payload hash, or a document id
 // other than the stored one, returns ErrPayloadConflict and changes nothing.
 func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op *models.Operation, created bool, err error) {
+	ctx, end := r.start(ctx, "RecordOperation")
+	defer end(&err)
 	if err := validateOperationInput(in); err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
@@ -73,7 +75,9 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 }
 
 // GetOperation returns one operation, or ErrNotFound.
-func (r *Repository) GetOperation(ctx context.Context, caller, operationID string) (*models.Operation, error) {
+func (r *Repository) GetOperation(ctx context.Context, caller, operationID string) (_ *models.Operation, err error) {
+	ctx, end := r.start(ctx, "GetOperation")
+	defer end(&err)
 	if err := requireKeys("caller", caller, "operation id", operationID); err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}
@@ -105,7 +109,9 @@ type ListOperationsParams struct {
 
 // ListOperationsByOwner returns up to Limit operations of an owner in
 // (created_at, caller, operation id) order. A short page is the last one.
-func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperationsParams) ([]models.Operation, error) {
+func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperationsParams) (_ []models.Operation, err error) {
+	ctx, end := r.start(ctx, "ListOperationsByOwner")
+	defer end(&err)
 	if err := errors.Join(requireKeys("owner", p.OwnerDID), requireLimit(p.Limit)); err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
@@ -114,7 +120,7 @@ func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperations
 		after = []any{p.After.CreatedAt, p.After.CallerDID, p.After.OperationID}
 	}
 	var rows []models.Operation
-	err := r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
+	err = r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
 		scopes.After([]string{"created_at", "caller_did", "operation_id"}, after)).
 		Limit(p.Limit).Find(&rows).Error
 	if err != nil {

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -25,6 +26,12 @@ type Options struct {
 	// LeaseClock is the clock leases are taken and checked by; the zero
 	// value is AppLeaseClock (NowFunc).
 	LeaseClock LeaseClock
+	// Logger receives the repository's events (CAS retries, lost leases,
+	// refusals, claims, collections) as structured records; nil is silent.
+	Logger *slog.Logger
+	// Observer sees every call and event, for metrics and tracing; nil
+	// observes nothing.
+	Observer Observer
 }
 
 // Repository is the connstore store API over one *gorm.DB.
@@ -34,6 +41,8 @@ type Repository struct {
 	newID      func() string
 	backoff    BackoffPolicy
 	leaseClock LeaseClock
+	log        *slog.Logger
+	obs        Observer
 	scopes     []scopes.Scope
 	err        error // refuses every call (a handle without the plugin)
 }
@@ -65,8 +74,14 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if opts.LeaseClock != AppLeaseClock && opts.LeaseClock != DatabaseLeaseClock {
 		return nil, invalid("unknown lease clock %d", opts.LeaseClock)
 	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
-		leaseClock: opts.LeaseClock}, nil
+		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer}, nil
 }
 
 // WithTx returns a repository whose calls run in the caller's transaction

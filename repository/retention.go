@@ -62,7 +62,9 @@ const recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expir
 // the newest commit nor the newest finished row of its caller and of its
 // owner on that document. It fails closed: a bad cutoff or limit deletes
 // nothing.
-func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectParams) (int64, error) {
+func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectParams) (_ int64, err error) {
+	ctx, end := r.start(ctx, "CollectFinishedOperations")
+	defer end(&err)
 	if err := requireTime("before", p.Before); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
@@ -78,6 +80,9 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		Delete(&models.Operation{})
 	if tx.Error != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", tx.Error)
+	}
+	if tx.RowsAffected > 0 {
+		r.emit(ctx, EventCollected, tx.RowsAffected, "")
 	}
 	return tx.RowsAffected, nil
 }

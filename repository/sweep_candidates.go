@@ -56,8 +56,10 @@ type ListCandidatesParams struct {
 // leaves the listing, one rescheduled to a time still at or before DueAt but
 // after the cursor is listed again (it is due again), and one another writer
 // moves before the cursor is picked up by the next pass.
-func (r *Repository) ListSweepCandidates(ctx context.Context, p ListCandidatesParams) ([]models.SweepCandidate, error) {
-	err := requireKeys("owner", p.OwnerDID, "connector", p.ConnectorName)
+func (r *Repository) ListSweepCandidates(ctx context.Context, p ListCandidatesParams) (_ []models.SweepCandidate, err error) {
+	ctx, end := r.start(ctx, "ListSweepCandidates")
+	defer end(&err)
+	err = requireKeys("owner", p.OwnerDID, "connector", p.ConnectorName)
 	if err == nil {
 		err = requireLimit(p.Limit)
 	}
@@ -103,7 +105,9 @@ type SweepOutcome struct {
 // RecordSweepOutcome stores an outcome on an unresolved candidate and counts
 // the attempt; it reports whether a candidate changed (a resolved one never
 // does).
-func (r *Repository) RecordSweepOutcome(ctx context.Context, o SweepOutcome) (bool, error) {
+func (r *Repository) RecordSweepOutcome(ctx context.Context, o SweepOutcome) (_ bool, err error) {
+	ctx, end := r.start(ctx, "RecordSweepOutcome")
+	defer end(&err)
 	if err := o.validate(); err != nil {
 		return false, fmt.Errorf("record sweep outcome: %w", err)
 	}
@@ -132,6 +136,8 @@ type ApplyFailure struct {
 // candidate; at the MaxSweepApplyAttempts-th failure the candidate is
 // refused instead of pending. It reports whether the candidate is now refused.
 func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure) (refused bool, err error) {
+	ctx, end := r.start(ctx, "RecordSweepApplyFailure")
+	defer end(&err)
 	if err := f.validate(); err != nil {
 		return false, fmt.Errorf("record sweep apply failure: %w", err)
 	}
@@ -159,7 +165,9 @@ func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure
 
 // MarkSweepCandidateApplied marks a candidate applied, only from present,
 // absent or cancelled; it reports whether it did.
-func (r *Repository) MarkSweepCandidateApplied(ctx context.Context, k CandidateKey) (bool, error) {
+func (r *Repository) MarkSweepCandidateApplied(ctx context.Context, k CandidateKey) (_ bool, err error) {
+	ctx, end := r.start(ctx, "MarkSweepCandidateApplied")
+	defer end(&err)
 	if err := k.validate(); err != nil {
 		return false, fmt.Errorf("mark sweep candidate applied: %w", err)
 	}

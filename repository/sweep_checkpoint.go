@@ -27,12 +27,14 @@ type CheckpointCommit struct {
 // receipt if that is newer, deletes the receipt's applied candidates (refused
 // ones keep their error for inspection), and marks the receipt committed. A
 // refusal is a *CheckpointRefusedError and changes nothing.
-func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (*CheckpointCommit, error) {
+func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (_ *CheckpointCommit, err error) {
+	ctx, end := r.start(ctx, "CommitSweepCheckpoint")
+	defer end(&err)
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("commit sweep checkpoint: %w", err)
 	}
 	var res *CheckpointCommit
-	err := r.conn(ctx).Transaction(func(tx *gorm.DB) error {
+	err = r.conn(ctx).Transaction(func(tx *gorm.DB) error {
 		receipt, err := r.commitCheck(tx, k)
 		if err != nil {
 			return err
@@ -43,6 +45,7 @@ func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (*
 	})
 	var refused *CheckpointRefusedError
 	if errors.As(err, &refused) {
+		r.emit(ctx, EventCheckpointRefused, 1, refused.Reason)
 		return nil, refused // already names the receipt and the reason
 	}
 	if err != nil {
@@ -114,7 +117,9 @@ func (r *Repository) commitApply(tx *gorm.DB, k ReceiptKey, seq int64) (advanced
 
 // GetSweepCheckpoint returns the partition's checkpoint: the provenance and
 // sequence of the newest committed receipt and when it was committed.
-func (r *Repository) GetSweepCheckpoint(ctx context.Context, k PartitionKey) (*models.SweepCheckpoint, error) {
+func (r *Repository) GetSweepCheckpoint(ctx context.Context, k PartitionKey) (_ *models.SweepCheckpoint, err error) {
+	ctx, end := r.start(ctx, "GetSweepCheckpoint")
+	defer end(&err)
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get sweep checkpoint: %w", err)
 	}

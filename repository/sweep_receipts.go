@@ -60,7 +60,9 @@ type CandidateInput struct {
 // read FOR SHARE, so a replay waits for a commit of the same receipt in
 // flight and then sees it committed, instead of adding pending candidates
 // under a committed receipt.
-func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt, candidates []CandidateInput) (bool, error) {
+func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt, candidates []CandidateInput) (_ bool, err error) {
+	ctx, end := r.start(ctx, "RecordRelistReceipt")
+	defer end(&err)
 	if err := validateReceipt(rec, candidates); err != nil {
 		return false, fmt.Errorf("record relist receipt: %w", err)
 	}
@@ -81,6 +83,7 @@ func (r *Repository) RecordRelistReceipt(ctx context.Context, rec RelistReceipt,
 			return false, fmt.Errorf("record relist receipt %s: sequence still taken after %d attempts: %w",
 				rec.ReceiptKey, attempt, ErrRetriesExhausted)
 		}
+		r.emit(ctx, EventReceiptRetry, 1, "")
 	}
 }
 
@@ -179,12 +182,14 @@ func validateReceipt(rec RelistReceipt, candidates []CandidateInput) error {
 
 // ListSweepReceipts returns the uncommitted receipts of a connector and
 // owner, oldest first.
-func (r *Repository) ListSweepReceipts(ctx context.Context, owner, connector string) ([]models.SweepReceipt, error) {
+func (r *Repository) ListSweepReceipts(ctx context.Context, owner, connector string) (_ []models.SweepReceipt, err error) {
+	ctx, end := r.start(ctx, "ListSweepReceipts")
+	defer end(&err)
 	if err := requireKeys("owner", owner, "connector", connector); err != nil {
 		return nil, fmt.Errorf("list sweep receipts: %w", err)
 	}
 	var rows []models.SweepReceipt
-	err := r.conn(ctx).Scopes(scopes.Owner(owner), scopes.Connector(connector)).
+	err = r.conn(ctx).Scopes(scopes.Owner(owner), scopes.Connector(connector)).
 		Where("committed_at IS NULL").Order("created_at").Order("sequence").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list sweep receipts: %w", err)

@@ -60,7 +60,9 @@ type UpdateSyncProgressParams struct {
 // row it inserts with status idle, ON CONFLICT DO NOTHING, so a lost insert
 // race falls through to the update path. After MaxRetries+1 lost attempts it
 // returns a *RetriesExhaustedError.
-func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) error {
+func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) (err error) {
+	ctx, end := r.start(ctx, "UpdateSyncProgress")
+	defer end(&err)
 	maxRetries, err := validateUpdateProgress(p)
 	if err == nil {
 		err = r.inScope(ctx, p.OwnerDID, p.ConnectorName)
@@ -76,7 +78,11 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 		if done {
 			return nil
 		}
+		if attempt < maxRetries {
+			r.emit(ctx, EventCASRetry, 1, "")
+		}
 	}
+	r.emit(ctx, EventCASExhausted, 1, "")
 	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
 }
 

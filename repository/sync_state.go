@@ -33,7 +33,9 @@ type SyncStateInput struct {
 }
 
 // GetSyncState returns the row for connector/owner, or ErrNotFound.
-func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) (*models.SyncState, error) {
+func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) (_ *models.SyncState, err error) {
+	ctx, end := r.start(ctx, "GetSyncState")
+	defer end(&err)
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return nil, fmt.Errorf("get sync state: %w", err)
 	}
@@ -46,7 +48,9 @@ func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) 
 // incarnation (via the hooks plugin) with lease_expires_at NULL; a
 // conflicting update leaves version, incarnation and lease_expires_at
 // untouched. This is not the CAS write: it neither checks nor bumps version.
-func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, in SyncStateInput) error {
+func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, in SyncStateInput) (err error) {
+	ctx, end := r.start(ctx, "SetSyncState")
+	defer end(&err)
 	if err := validateSyncStateInput(connector, owner, in); err != nil {
 		return fmt.Errorf("set sync state: %w", err)
 	}
@@ -60,7 +64,7 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 	}
 	// The conflict update is deliberately not a CAS write: the plugin must
 	// neither bump the version nor touch the incarnation.
-	err := hooks.KeepLockOnConflict(r.conn(ctx)).Clauses(clause.OnConflict{
+	err = hooks.KeepLockOnConflict(r.conn(ctx)).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "connector_name"}, {Name: "owner_did"}},
 		DoUpdates: clause.AssignmentColumns([]string{
 			"checkpoint", "last_synced_at", "entity_count", "status", "error", "recovery",
@@ -73,11 +77,13 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 }
 
 // DeleteSyncState deletes the row; deleting a missing row is not an error.
-func (r *Repository) DeleteSyncState(ctx context.Context, connector, owner string) error {
+func (r *Repository) DeleteSyncState(ctx context.Context, connector, owner string) (err error) {
+	ctx, end := r.start(ctx, "DeleteSyncState")
+	defer end(&err)
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return fmt.Errorf("delete sync state: %w", err)
 	}
-	err := r.conn(ctx).Scopes(scopes.Connector(connector), scopes.Owner(owner)).
+	err = r.conn(ctx).Scopes(scopes.Connector(connector), scopes.Owner(owner)).
 		Delete(&models.SyncState{}).Error
 	if err != nil {
 		return fmt.Errorf("delete sync state %s/%s: %w", connector, owner, err)
@@ -97,7 +103,9 @@ type ListSyncStatesParams struct {
 
 // ListSyncStates returns up to Limit rows of a connector ordered by owner
 // DID, starting after AfterOwnerDID. A short page is the last one.
-func (r *Repository) ListSyncStates(ctx context.Context, p ListSyncStatesParams) ([]models.SyncState, error) {
+func (r *Repository) ListSyncStates(ctx context.Context, p ListSyncStatesParams) (_ []models.SyncState, err error) {
+	ctx, end := r.start(ctx, "ListSyncStates")
+	defer end(&err)
 	if err := requireKeys("connector", p.ConnectorName); err != nil {
 		return nil, fmt.Errorf("list sync states: %w", err)
 	}

@@ -49,7 +49,9 @@ type ArmWatchParams struct {
 // re-arms an existing one: new document id, pending again with its attempt
 // count reset, version bumped. The digest watermarks are kept, so the audit
 // sweep still compares against what was last verified and observed.
-func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (*models.ProjectionWatch, error) {
+func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (_ *models.ProjectionWatch, err error) {
+	ctx, end := r.start(ctx, "ArmWatch")
+	defer end(&err)
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("arm watch: %w", err)
 	}
@@ -72,7 +74,7 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (*models.Pr
 		SourceID: p.SourceID, DocumentID: p.DocumentID, VerificationStatus: models.WatchPendingVerification,
 		NextAttemptAt: &at, CreatedAt: now, UpdatedAt: now,
 	}
-	err := r.conn(ctx).Clauses(clause.OnConflict{
+	err = r.conn(ctx).Clauses(clause.OnConflict{
 		Columns: []clause.Column{{Name: "owner_did"}, {Name: "connector_name"}, {Name: "model"},
 			{Name: "account_key"}, {Name: "source_id"}},
 		DoUpdates: clause.Assignments(map[string]any{
@@ -88,7 +90,9 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (*models.Pr
 }
 
 // GetWatch returns one watch, or ErrNotFound.
-func (r *Repository) GetWatch(ctx context.Context, k WatchKey) (*models.ProjectionWatch, error) {
+func (r *Repository) GetWatch(ctx context.Context, k WatchKey) (_ *models.ProjectionWatch, err error) {
+	ctx, end := r.start(ctx, "GetWatch")
+	defer end(&err)
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get watch: %w", err)
 	}
@@ -118,7 +122,9 @@ type VerificationParams struct {
 // pending counts an attempt and reschedules; repair_failed counts an
 // attempt and clears the schedule, so only a moved winner (the audit sweep)
 // reopens it. Repaired bumps repair_generation. A stale read is ErrConflict.
-func (r *Repository) RecordVerification(ctx context.Context, p VerificationParams) (*models.ProjectionWatch, error) {
+func (r *Repository) RecordVerification(ctx context.Context, p VerificationParams) (_ *models.ProjectionWatch, err error) {
+	ctx, end := r.start(ctx, "RecordVerification")
+	defer end(&err)
 	set, err := verificationSet(p)
 	if err != nil {
 		return nil, fmt.Errorf("record verification: %w", err)
