@@ -1,0 +1,78 @@
+package otelconnstore_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/otelconnstore"
+	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/sqliteconn"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+	"gorm.io/plugin/opentelemetry/tracing"
+)
+
+// TestSpansAndCounters: every repository call is one span, gorm's statement
+// spans nest under it, and a forced CAS loss counts one retry.
+func TestSpansAndCounters(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+
+	db, err := sqliteconn.Open(filepath.Join(t.TempDir(), "app.db"), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
+	require.NoError(t, err)
+	require.NoError(t, db.Use(hooks.New(hooks.Config{})))
+	require.NoError(t, migrations.Migrate(context.Background(), db))
+	require.NoError(t, db.Use(tracing.NewPlugin(tracing.WithTracerProvider(tp), tracing.WithoutMetrics())))
+	obs, err := otelconnstore.New(tp, mp)
+	require.NoError(t, err)
+	repo, err := repository.New(db, repository.Options{Observer: obs})
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	require.NoError(t, repo.SetSyncState(ctx, "crm", "o", repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
+	first := true
+	require.NoError(t, repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+		Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+			if first { // a concurrent writer wins the first round
+				first = false
+				require.NoError(t, db.Model(&models.SyncState{}).Where("owner_did = ?", "o").Update("entity_count", 3).Error)
+			}
+			return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 1}, nil
+		}}))
+
+	var call sdktrace.ReadOnlySpan
+	byParent := map[string]int{}
+	for _, s := range spans.GetSpans().Snapshots() {
+		if s.Name() == "connstore.UpdateSyncProgress" {
+			call = s
+		}
+		byParent[s.Parent().SpanID().String()]++
+	}
+	require.NotNil(t, call, "one span per repository call")
+	require.GreaterOrEqual(t, byParent[call.SpanContext().SpanID().String()], 4,
+		"the two reads and two guarded updates are statement spans under the call's span")
+	require.Equal(t, "connstore.cas_retry", call.Events()[0].Name)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	got := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				got[m.Name] += dp.Value
+			}
+		}
+	}
+	require.Equal(t, map[string]int64{"connstore.cas_retry": 1}, got)
+}
