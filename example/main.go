@@ -1,8 +1,10 @@
-// Command example runs connstore's flow end to end on an embedded SQLite
-// file, or on PostgreSQL when -dsn (or CONNSTORE_DSN) names one:
+// Command example runs connstore's flow end to end, telling what each step
+// did and why, on an embedded SQLite file, or on PostgreSQL when -dsn (or
+// CONNSTORE_DSN) names a server, as a URL or as key=value pairs:
 //
 //	go run ./example
 //	go run ./example -dsn 'postgres://user@127.0.0.1:5432/db?sslmode=disable'
+//	go run ./example -dsn 'port=5432 user=me dbname=db'
 package main
 
 import (
@@ -12,21 +14,22 @@ import (
 	"io"
 	"log"
 	"os"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/sqliteconn"
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
 
 func main() {
 	dsn := flag.String("dsn", os.Getenv("CONNSTORE_DSN"),
-		"PostgreSQL DSN (postgres://...); empty uses the SQLite file -sqlite")
+		"PostgreSQL DSN, a postgres:// URL or key=value pairs; empty uses the SQLite file -sqlite")
 	file := flag.String("sqlite", "connstore-example.db", "SQLite file used when no DSN is given")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *dsn, *file); err != nil {
@@ -34,16 +37,20 @@ func main() {
 	}
 }
 
+// open opens PostgreSQL when dsn is set (any form pgx accepts; a malformed
+// one is an error, never a silent fall-back to SQLite), else the SQLite file.
 func open(dsn, file string) (*gorm.DB, string, error) {
 	cfg := &gorm.Config{Logger: logger.Discard}
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "host=") {
+	if dsn != "" {
+		pc, err := pgconn.ParseConfig(dsn)
+		if err != nil {
+			return nil, "", fmt.Errorf("-dsn is not a PostgreSQL DSN: %w", err)
+		}
 		db, err := gorm.Open(postgres.Open(dsn), cfg)
-		return db, "PostgreSQL", err
+		return db, fmt.Sprintf("PostgreSQL at %s:%d, database %s", pc.Host, pc.Port, pc.Database), err
 	}
-	// WAL, a busy timeout and immediate write transactions let concurrent
-	// writers wait for each other instead of failing with "database is locked".
-	db, err := gorm.Open(sqlite.Open("file:"+file+"?_journal_mode=WAL&_busy_timeout=10000&_txlock=immediate"), cfg)
-	return db, "SQLite file " + file, err
+	db, err := sqliteconn.Open(file, sqliteconn.Options{Config: cfg})
+	return db, "SQLite file " + file + " (WAL, immediate write transactions)", err
 }
 
 func run(ctx context.Context, out io.Writer, dsn, file string) error {
@@ -65,13 +72,12 @@ func run(ctx context.Context, out io.Writer, dsn, file string) error {
 		return err
 	}
 	fmt.Fprintf(out, "connstore example on %s\n", where)
-	steps := []func(context.Context, io.Writer, *repository.Repository) error{
-		syncProgress,
-		operations,
-		sweeps,
+	runID := strconv.FormatInt(time.Now().UnixNano(), 36) // keeps this run's rows apart from earlier runs'
+	steps := []func(context.Context, io.Writer, *repository.Repository, string) error{
+		syncProgress, operations, sweeps,
 	}
 	for _, step := range steps {
-		if err := step(ctx, out, repo); err != nil {
+		if err := step(ctx, out, repo, runID); err != nil {
 			return err
 		}
 	}

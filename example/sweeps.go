@@ -12,10 +12,10 @@ import (
 
 // sweeps records a complete relist with three candidates, verifies and
 // applies them, commits the checkpoint, and runs a retention pass.
-func sweeps(ctx context.Context, out io.Writer, repo *repository.Repository) error {
+func sweeps(ctx context.Context, out io.Writer, repo *repository.Repository, run string) error {
 	key := repository.ReceiptKey{
-		PartitionKey: repository.PartitionKey{OwnerDID: "did:example:alice", ConnectorName: "example-crm", Partition: "contacts"},
-		Provenance:   fmt.Sprintf("relist-%d", time.Now().UnixNano()),
+		PartitionKey: repository.PartitionKey{OwnerDID: owner, ConnectorName: connector, Partition: "contacts"},
+		Provenance:   "relist-" + run,
 	}
 	docs := []repository.CandidateInput{{DocumentID: "doc-1", ModelID: "contact"},
 		{DocumentID: "doc-2", ModelID: "contact"}, {DocumentID: "doc-3", ModelID: "contact"}}
@@ -41,13 +41,18 @@ func sweeps(ctx context.Context, out io.Writer, repo *repository.Repository) err
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "sweep: receipt %d of partition %s committed (advanced %t); checkpoint at receipt %d\n",
-		res.Sequence, key.Partition, res.Advanced, cp.ReceiptSequence)
+	fmt.Fprintf(out, "\n4. A relist sweep\n"+
+		"   A complete relist of partition %s recorded receipt %d with %d candidates; each was verified\n"+
+		"   (present, absent, cancelled) and applied, and only then could the checkpoint commit:\n"+
+		"   it now stands at receipt %d (advanced: %t), and it never moves back.\n",
+		key.Partition, res.Sequence, len(docs), cp.ReceiptSequence, res.Advanced)
 
 	n, err := repo.CollectFinishedOperations(ctx, repository.CollectParams{Before: time.Now().Add(time.Minute), Limit: 100})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "retention: collected %d superseded operation(s)\n", n)
+	fmt.Fprintf(out, "\n5. Retention\n"+
+		"   One pass deleted %d finished operation(s): the first update of the document, which the\n"+
+		"   later one supersedes. The newest finished row of a document is always kept.\n", n)
 	return nil
 }

@@ -19,7 +19,7 @@ type cursor struct {
 
 // syncProgress runs four concurrent sync workers that each record pages of
 // progress on one row by compare-and-swap; no page is lost.
-func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repository) error {
+func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repository, _ string) error {
 	const connector, owner, workers, pages = "example-crm", "did:example:alice", 4, 5
 	if err := repo.DeleteSyncState(ctx, connector, owner); err != nil {
 		return err
@@ -60,7 +60,12 @@ func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repositor
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "sync state %s/%s: %d pages by %d workers -> checkpoint %s, entities %d, version %d, status %s\n",
-		connector, owner, workers*pages, workers, st.Checkpoint, st.EntityCount, st.Version, st.Status)
+	fmt.Fprintf(out, "\n1. Sync progress by compare-and-swap\n"+
+		"   %d workers each recorded %d pages on one sync-state row (%s/%s).\n"+
+		"   Each write was guarded on the version it read, so a worker that lost a race re-read and\n"+
+		"   recomputed instead of overwriting:\n"+
+		"   checkpoint %s, entities %d, version %d (the insert, then one bump per page),\n"+
+		"   status %s (the progress path never writes the workflow's status).\n",
+		workers, pages, connector, owner, st.Checkpoint, st.EntityCount, st.Version, st.Status)
 	return nil
 }

@@ -61,6 +61,33 @@ func TestReadReplicaRouting(t *testing.T) {
 	require.NoError(t, err, "the fenced re-read goes to the source")
 	require.True(t, again.Replay)
 
+	// Every fenced write re-reads the row it refused on the source.
+	for _, id := range []string{"hb", "rel", "dead", "fail"} {
+		_, _, err = repo.RecordOperation(c, opInput("caller", id))
+		require.NoError(t, err)
+	}
+	leased, err := repo.ClaimOperations(c, repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, leased, 4)
+	fences := map[string]repository.Fence{}
+	for i := range leased {
+		fences[leased[i].OperationID] = repository.FenceOf(&leased[i])
+	}
+	_, err = repo.HeartbeatOperation(c, fences["hb"], time.Minute)
+	require.NoError(t, err)
+	rel, err := repo.ReleaseOperation(c, fences["rel"])
+	require.NoError(t, err)
+	again2, err := repo.ReleaseOperation(c, fences["rel"])
+	require.NoError(t, err)
+	require.True(t, again2.Replay && !rel.Replay)
+	_, err = repo.MarkOperationDead(c, fences["dead"])
+	require.NoError(t, err)
+	failed, err := repo.RecordOperationFailure(c, repository.FailureParams{Fence: fences["fail"], Kind: "timeout"})
+	require.NoError(t, err, "the failure's attempts read goes to the source")
+	require.Equal(t, int64(1), failed.Attempts)
+	_, err = repo.GetOperation(c, "caller", "dead")
+	require.NoError(t, err)
+
 	key := repository.WatchKey{OwnerDID: "o", ConnectorName: "crm", Model: "m", AccountKey: "a", SourceID: "s"}
 	w, err := repo.ArmWatch(c, repository.ArmWatchParams{WatchKey: key, DocumentID: "d"})
 	require.NoError(t, err, "the read after the write goes to the source")
@@ -68,8 +95,21 @@ func TestReadReplicaRouting(t *testing.T) {
 		VerifiedDigest: models.StrPtr("x")})
 	require.NoError(t, err)
 
-	_, err = repo.RecordRelistReceipt(c, receipt("p1"), nil)
+	_, err = repo.GetWatch(c, key)
 	require.NoError(t, err)
+
+	_, err = repo.RecordRelistReceipt(c, receipt("p1"), cands("a", "b"))
+	require.NoError(t, err)
+	ok, err := repo.RecordSweepOutcome(c, repository.SweepOutcome{CandidateKey: candKey("p1", "a"), Outcome: models.CandidatePresent})
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, err = repo.MarkSweepCandidateApplied(c, candKey("p1", "a"))
+	require.NoError(t, err)
+	require.True(t, ok)
+	for range repository.MaxSweepApplyAttempts {
+		_, err = repo.RecordSweepApplyFailure(c, repository.ApplyFailure{CandidateKey: candKey("p1", "b"), LastError: "e"})
+		require.NoError(t, err)
+	}
 	_, err = repo.CommitSweepCheckpoint(c, receiptKey("p1"))
 	require.NoError(t, err)
 	cp, err := repo.GetSweepCheckpoint(c, partition)
@@ -83,6 +123,20 @@ func TestReadReplicaRouting(t *testing.T) {
 	listed, err := repo.ListOperationsByOwner(c, repository.ListOperationsParams{OwnerDID: "owner", Limit: 10})
 	require.NoError(t, err)
 	require.Empty(t, listed, "ListOperationsByOwner reads the replica")
+
+	e.clock.Advance(time.Hour)
+	n, err := repo.CollectFinishedOperations(c, repository.CollectParams{Before: e.clock.Now(), Limit: 10})
+	require.NoError(t, err)
+	require.Positive(t, n, "retention deletes on the source")
+	require.NoError(t, repo.DeleteSyncState(c, "crm", "o"))
+	_, err = repo.GetSyncState(c, "crm", "o")
+	require.ErrorIs(t, err, repository.ErrNotFound)
+	work, err := repo.ListDueOperations(c, repository.DueParams{Now: e.clock.Now(), ReadWinners: noWinners})
+	require.NoError(t, err)
+	require.Empty(t, work.Operations, "the due sweep reads the replica")
+	rs, err := repo.ListSweepReceipts(c, "owner", "crm")
+	require.NoError(t, err)
+	require.Empty(t, rs, "ListSweepReceipts reads the replica")
 
 	for _, m := range models.All() {
 		require.Zero(t, count(t, replica, m), "the replica never receives a write (%T)", m)
