@@ -15,14 +15,14 @@ import (
 	"gorm.io/plugin/dbresolver"
 )
 
-// TestReadReplicaRouting: behind dbresolver with a second database as the
-// replica, every read a write depends on, and every Get, goes to the source:
+// TestReadReplicaRouting: behind dbresolver with a second database (its own
+// CREATE DATABASE) as the replica, every read a write depends on, and every Get, goes to the source:
 // the flow behaves as it does without dbresolver. The listing reads the docs
 // name go to the replica, and the replica never receives a write.
 func TestReadReplicaRouting(t *testing.T) {
 	t.Parallel()
 	e := setup(t, pgKind)
-	replicaDSN := pgSchemaDSN(t)
+	replicaDSN := pgDatabaseDSN(t)
 	replica := openDSN(t, pgKind, replicaDSN)
 	require.NoError(t, migrations.Migrate(context.Background(), replica))
 	db := openDSN(t, pgKind, e.dsn)

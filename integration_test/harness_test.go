@@ -134,6 +134,30 @@ func pgSchemaDSN(t testing.TB) string {
 	return u.String()
 }
 
+// pgDatabaseDSN creates a whole database for this test (dropped when it
+// ends, connections and all) and returns its DSN.
+func pgDatabaseDSN(t testing.TB) string {
+	t.Helper()
+	dsn := pgSchemaDSN(t) // skips, or fails under CI, without a server
+	admin, err := gorm.Open(postgres.Open(os.Getenv(pgEnv)), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	adminDB, err := admin.DB()
+	require.NoError(t, err)
+	name := "d_" + randomHex(8)
+	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error)
+	t.Cleanup(func() {
+		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
+		_ = adminDB.Close()
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
