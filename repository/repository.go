@@ -112,12 +112,16 @@ func (r *Repository) Transaction(ctx context.Context, fn func(tx *gorm.DB, repo 
 // logging through quietLogger, with the repository's scopes applied. Reads
 // through it may go to a read replica.
 func (r *Repository) conn(ctx context.Context) *gorm.DB {
-	db := r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true,
-		Logger: quietLogger{r.db.Logger}}).Scopes(r.scopes...)
+	db := r.base(ctx).Scopes(r.scopes...)
 	if r.err != nil {
 		_ = db.AddError(r.err)
 	}
 	return db
+}
+
+// base is conn without the scopes and the refusal.
+func (r *Repository) base(ctx context.Context) *gorm.DB {
+	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true, Logger: quietLogger{r.db.Logger}})
 }
 
 // primary is conn for a read that a write depends on (or that must see the

@@ -37,9 +37,8 @@ func (r *Repository) WithScopes(ctx context.Context, s ...scopes.Scope) (*Reposi
 // probe selects one row from a one-row table holding owner and connector,
 // filtered by the repository's scopes: a row exists iff the key is in scope.
 func (r *Repository) probe(ctx context.Context, owner, connector string) *gorm.DB {
-	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true, Logger: quietLogger{r.db.Logger}}).
-		Table("(SELECT CAST(? AS TEXT) AS owner_did, CAST(? AS TEXT) AS connector_name) AS connstore_scope",
-			owner, connector).Select("1").Scopes(r.scopes...).Limit(1)
+	return r.base(ctx).Table("(SELECT CAST(? AS TEXT) AS owner_did, CAST(? AS TEXT) AS connector_name) AS connstore_scope",
+		owner, connector).Select("1").Scopes(r.scopes...).Limit(1)
 }
 
 // inScope refuses a key the repository's scopes exclude, before a write
