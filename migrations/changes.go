@@ -15,6 +15,9 @@ func endedLeaseMigration() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "connstore_0006_operation_ended_lease",
 		Migrate: func(tx *gorm.DB) error {
+			if tx.Migrator().HasColumn("kubun_connector_operation", "ended_lease_token") {
+				return nil // an adopted table that has it already
+			}
 			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation ADD COLUMN ended_lease_token TEXT`})
 		},
 		Rollback: func(tx *gorm.DB) error {
@@ -31,8 +34,8 @@ func candidatePagingMigration() *gormigrate.Migration {
 		ID: "connstore_0007_candidate_paging",
 		Migrate: func(tx *gorm.DB) error {
 			return execAll(tx, []string{
-				`DROP INDEX kubun_connector_sweep_candidate_list_idx`,
-				`CREATE INDEX kubun_connector_sweep_candidate_due_idx
+				`DROP INDEX IF EXISTS kubun_connector_sweep_candidate_list_idx`,
+				`CREATE INDEX IF NOT EXISTS kubun_connector_sweep_candidate_due_idx
 					ON kubun_connector_sweep_candidate
 					(owner_did, connector_name, next_attempt_at, "partition", provenance, document_id)`,
 			})
@@ -63,7 +66,7 @@ func receiptSequenceIndexMigration() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "connstore_0008_receipt_sequence_index",
 		Migrate: func(tx *gorm.DB) error {
-			return onSQLite(tx, `CREATE UNIQUE INDEX kubun_connector_sweep_receipt_sequence_key
+			return onSQLite(tx, `CREATE UNIQUE INDEX IF NOT EXISTS kubun_connector_sweep_receipt_sequence_key
 				ON kubun_connector_sweep_receipt (owner_did, connector_name, "partition", sequence)`)
 		},
 		Rollback: func(tx *gorm.DB) error {

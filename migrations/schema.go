@@ -207,12 +207,16 @@ func all() []*gormigrate.Migration {
 	}
 }
 
-// tableMigration runs ddl on migrate and drops tables (with their indexes)
-// on rollback.
+// tableMigration runs ddl on migrate (or adopts the tables when another
+// implementation created them already; see adopt) and drops the tables
+// (with their indexes) on rollback.
 func tableMigration(id string, ddl []string, tables ...string) *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: id,
 		Migrate: func(tx *gorm.DB) error {
+			if tablesExist(tx, tables) {
+				return adopt(tx, ddl)
+			}
 			return execAll(tx, ddl)
 		},
 		Rollback: func(tx *gorm.DB) error {
