@@ -81,6 +81,10 @@ start_pg() {
 		>/dev/null || { cat "$PG_DIR/server.log" >&2; exit 1; }
 	PG_BINDIR=$bindir
 	export CONNSTORE_TEST_PG_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
+	# The restart-under-load test restarts this cluster (pg_ctl keeps its options).
+	local ctl="$bindir/pg_ctl -D $PG_DIR/data -m fast -w -t 60 restart >/dev/null"
+	if [ "$(id -u)" -eq 0 ]; then ctl="cd / && runuser -u $PG_USER -- $ctl"; fi
+	export CONNSTORE_TEST_PG_RESTART="$ctl"
 }
 
 stop_pg() {
@@ -109,3 +113,8 @@ for m in $nested; do
 	log "go test -race ($m)"
 	(cd "$m" && go test -race -count=1 -timeout 5m ./...)
 done
+if [ -n "${CONNSTORE_TEST_PG_RESTART:-}" ]; then
+	# Alone: a restart cuts every other test's connections.
+	log "server restart under load"
+	CONNSTORE_TEST_RESTART=1 go test -race -count=1 -timeout 5m -run '^TestServerRestartUnderLoad$' ./integration_test
+fi
