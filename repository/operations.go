@@ -140,10 +140,15 @@ func validateOperationInput(in OperationInput) error {
 	if in.DocumentID != nil && *in.DocumentID == "" {
 		return invalid("document id is empty (leave it nil when there is none)")
 	}
-	if in.ReissueIntent.IsNull() {
+	// The literal null is no intent either: it would read back as NULL.
+	intent, err := models.ParseJSON(in.ReissueIntent)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	if intent.IsNull() {
 		return invalid("reissue intent is empty")
 	}
-	return requireJSON(in.ReissueIntent)
+	return nil
 }
 
 // ptrString prints an optional value, "none" for nil.

@@ -113,6 +113,12 @@ for m in $nested; do
 	log "go test -race ($m)"
 	(cd "$m" && go test -race -count=1 -timeout 5m ./...)
 done
+# A short run of every fuzz target (their seed corpora run in go test too).
+for target in models:FuzzJSONScan repository:FuzzReceiptValidation repository:FuzzOperationInputValidation \
+	repository:FuzzSyncStateValidation; do
+	log "fuzz ${target#*:} (${FUZZTIME:-5s})"
+	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-5s}" "./${target%%:*}"
+done
 if [ -n "${CONNSTORE_TEST_PG_RESTART:-}" ]; then
 	# Alone: a restart cuts every other test's connections.
 	log "server restart under load"
