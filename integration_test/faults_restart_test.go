@@ -190,4 +190,3 @@ func commitOnce(repo *repository.Repository, op *models.Operation, retry func(fu
 		return err
 	})
 }
-
