@@ -8,6 +8,16 @@ import (
 	"github.com/connstore/connstore/models"
 )
 
+// okKey is what requireKeys accepts.
+func okKey(keys ...string) bool {
+	for _, k := range keys {
+		if k == "" || len(k) > MaxKeyLength {
+			return false
+		}
+	}
+	return true
+}
+
 // validJSONColumn is what a JSON column accepts: NULL (empty) or one valid
 // document.
 func validJSONColumn(b []byte) bool { return len(b) == 0 || json.Valid(b) }
@@ -24,8 +34,8 @@ func FuzzReceiptValidation(f *testing.F) {
 			ModelID: model, Scope: models.JSON(scope), Keep: models.JSON(keep), Predicate: models.JSON(predicate),
 			SourceFetchHLC: "hlc", Kind: "full", Complete: true}
 		err := validateReceipt(rec, []CandidateInput{{DocumentID: doc, ModelID: docModel}})
-		want := owner != "" && connector != "" && partition != "" && provenance != "" && model != "" &&
-			doc != "" && docModel != "" && validJSONColumn(scope) && validJSONColumn(keep) && validJSONColumn(predicate)
+		want := okKey(owner, connector, partition, provenance, model, doc, docModel) &&
+			validJSONColumn(scope) && validJSONColumn(keep) && validJSONColumn(predicate)
 		if want != (err == nil) {
 			t.Fatalf("accepted %v, want %v (err %v)", err == nil, want, err)
 		}
@@ -51,8 +61,7 @@ func FuzzOperationInputValidation(f *testing.F) {
 		}
 		err := validateOperationInput(in)
 		parsed, perr := models.ParseJSON(intent)
-		want := caller != "" && id != "" && owner != "" && connector != "" && hash != "" &&
-			perr == nil && !parsed.IsNull() && (!withDoc || doc != "")
+		want := okKey(caller, id, owner, connector, hash) && perr == nil && !parsed.IsNull() && (!withDoc || okKey(doc))
 		if want != (err == nil) {
 			t.Fatalf("accepted %v, want %v (err %v)", err == nil, want, err)
 		}
@@ -71,7 +80,7 @@ func FuzzSyncStateValidation(f *testing.F) {
 	f.Fuzz(func(t *testing.T, connector, owner, status, synced string, count int64, checkpoint, recovery []byte) {
 		err := validateSyncStateInput(connector, owner, SyncStateInput{Checkpoint: models.JSON(checkpoint),
 			LastSyncedAt: synced, EntityCount: count, Status: status, Recovery: models.JSON(recovery)})
-		want := connector != "" && owner != "" && syncStatuses[status] && synced != "" && count >= 0 &&
+		want := okKey(connector, owner) && syncStatuses[status] && synced != "" && count >= 0 &&
 			validJSONColumn(checkpoint) && validJSONColumn(recovery)
 		if want != (err == nil) {
 			t.Fatalf("accepted %v, want %v (err %v)", err == nil, want, err)

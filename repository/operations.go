@@ -137,8 +137,10 @@ func validateOperationInput(in OperationInput) error {
 	if err != nil {
 		return err
 	}
-	if in.DocumentID != nil && *in.DocumentID == "" {
-		return invalid("document id is empty (leave it nil when there is none)")
+	if in.DocumentID != nil {
+		if err := requireKeys("document id (leave it nil when there is none)", *in.DocumentID); err != nil {
+			return err
+		}
 	}
 	// The literal null is no intent either: it would read back as NULL.
 	intent, err := models.ParseJSON(in.ReissueIntent)

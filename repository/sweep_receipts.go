@@ -173,8 +173,8 @@ func validateReceipt(rec RelistReceipt, candidates []CandidateInput) error {
 		return err
 	}
 	for i, c := range candidates {
-		if c.DocumentID == "" || c.ModelID == "" {
-			return invalid("candidate %d has an empty document or model id", i)
+		if err := requireKeys("document id", c.DocumentID, "model id", c.ModelID); err != nil {
+			return fmt.Errorf("candidate %d: %w", i, err)
 		}
 	}
 	return nil

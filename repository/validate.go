@@ -7,11 +7,20 @@ import (
 	"github.com/connstore/connstore/models"
 )
 
-// requireKeys checks name/value pairs for empty values.
+// MaxKeyLength is the longest key (owner, connector, id, state, …) a call
+// accepts, in bytes. Keys are indexed, and PostgreSQL refuses index entries
+// much over 2 kB with an error no caller could act on; a bound here fails
+// first, clearly, and changes nothing.
+const MaxKeyLength = 1024
+
+// requireKeys checks name/value pairs for empty or oversized values.
 func requireKeys(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if pairs[i+1] == "" {
+		switch v := pairs[i+1]; {
+		case v == "":
 			return invalid("%s is empty", pairs[i])
+		case len(v) > MaxKeyLength:
+			return invalid("%s is %d bytes, over the %d-byte limit", pairs[i], len(v), MaxKeyLength)
 		}
 	}
 	return nil
