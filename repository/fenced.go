@@ -25,7 +25,7 @@ type fencedWrite struct {
 	set    map[string]any
 	// guards narrow the UPDATE beyond the fence; mismatch explains a row
 	// they refused (nil when they did not).
-	guards   []scopes.Scope
+	guards   []clause.Expression
 	mismatch func(*models.Operation) error
 	// ends marks a lease-ending write: it clears the lease and records the
 	// token it ended. replayed reports that a stored row whose lease this
@@ -42,15 +42,15 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 	if err := w.fence.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
-	w.set["updated_at"] = r.nowMillis()
-	if w.ends {
-		w.set["lease_token"], w.set["lease_expires_at"], w.set["ended_lease_token"] = nil, nil, w.fence.LeaseToken
-	}
+	r.prepare(&w)
 	var rows []models.Operation
-	err := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+	q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
-			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow())).
-		Scopes(w.guards...).Updates(w.set).Error
+			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
+	for _, g := range w.guards {
+		q = q.Where(g)
+	}
+	err := q.Updates(w.set).Error
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", w.action, w.fence, err)
 	}
@@ -58,6 +58,15 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 		return &FencedWrite{Operation: &rows[0]}, nil
 	}
 	return r.refused(ctx, w)
+}
+
+// prepare adds what every fenced write sets: updated_at, and for a
+// lease-ending write the cleared lease and the token it ended.
+func (r *Repository) prepare(w *fencedWrite) {
+	w.set["updated_at"] = r.nowMillis()
+	if w.ends {
+		w.set["lease_token"], w.set["lease_expires_at"], w.set["ended_lease_token"] = nil, nil, w.fence.LeaseToken
+	}
 }
 
 // refused reads the row a fenced write did not change and explains why.
@@ -68,6 +77,12 @@ func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
+	return r.explain(ctx, w, op)
+}
+
+// explain says why w did not change the stored row op: a replay of this
+// very write, a mismatch of its own guards, or a *LeaseLostError.
+func (r *Repository) explain(ctx context.Context, w fencedWrite, op *models.Operation) (*FencedWrite, error) {
 	endedHere := op.EndedLeaseToken != nil && *op.EndedLeaseToken == w.fence.LeaseToken
 	if endedHere && w.replayed != nil && w.replayed(op) {
 		r.emit(ctx, EventReplay, 1, w.action)

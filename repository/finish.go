@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/models"
-	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -31,12 +29,23 @@ type CommitParams struct {
 func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "CommitOperation")
 	defer end(&err)
+	w, err := commitWrite(p)
+	if err != nil {
+		return nil, err
+	}
+	return r.fencedUpdate(ctx, w)
+}
+
+// commitWrite is the fenced write of one commit.
+func commitWrite(p CommitParams) (fencedWrite, error) {
 	result, err := models.NewJSON(p.ResultEntity)
 	if err != nil {
-		return nil, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
+		return fencedWrite{}, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
 	}
-	if p.DocumentID != nil && *p.DocumentID == "" {
-		return nil, fmt.Errorf("commit: %w", invalid("document id is empty"))
+	if p.DocumentID != nil {
+		if err := requireKeys("document id", *p.DocumentID); err != nil {
+			return fencedWrite{}, fmt.Errorf("commit: %w", err)
+		}
 	}
 	w := fencedWrite{action: "commit", fence: p.Fence, ends: true, set: map[string]any{
 		"state": models.OperationCommitted, "provider_etag": p.ProviderEtag,
@@ -47,7 +56,7 @@ func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (_ *Fe
 	}}
 	if p.DocumentID != nil {
 		w.set["document_id"] = *p.DocumentID
-		w.guards = []scopes.Scope{sameDocument(*p.DocumentID)}
+		w.guards = []clause.Expression{sameDocument(*p.DocumentID)}
 		w.mismatch = func(op *models.Operation) error {
 			if op.DocumentID == nil || *op.DocumentID == *p.DocumentID {
 				return nil
@@ -56,16 +65,14 @@ func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (_ *Fe
 				*op.DocumentID, *p.DocumentID))
 		}
 	}
-	return r.fencedUpdate(ctx, w)
+	return w, nil
 }
 
 // sameDocument lets a commit set document_id only where none is recorded
 // yet or the recorded one is the same.
-func sameDocument(id string) scopes.Scope {
-	return func(db *gorm.DB) *gorm.DB {
-		return db.Where(clause.Or(clause.Eq{Column: clause.Column{Name: "document_id"}, Value: nil},
-			clause.Eq{Column: clause.Column{Name: "document_id"}, Value: id}))
-	}
+func sameDocument(id string) clause.Expression {
+	return clause.Or(clause.Eq{Column: clause.Column{Name: "document_id"}, Value: nil},
+		clause.Eq{Column: clause.Column{Name: "document_id"}, Value: id})
 }
 
 // MarkOperationDead ends the operation as dead (it needs a user's action).
@@ -86,9 +93,14 @@ func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (_
 }
 
 func (r *Repository) finish(ctx context.Context, action string, f Fence, state string) (*FencedWrite, error) {
-	return r.fencedUpdate(ctx, fencedWrite{action: action, fence: f, ends: true,
+	return r.fencedUpdate(ctx, finishWrite(action, f, state))
+}
+
+// finishWrite is the fenced write that ends an operation in state.
+func finishWrite(action string, f Fence, state string) fencedWrite {
+	return fencedWrite{action: action, fence: f, ends: true,
 		set:      map[string]any{"state": state, "next_attempt_at": nil},
-		replayed: func(op *models.Operation) bool { return op.State == state }})
+		replayed: func(op *models.Operation) bool { return op.State == state }}
 }
 
 // FailureParams records a failed attempt.
@@ -108,28 +120,41 @@ type FailureParams struct {
 func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "RecordOperationFailure")
 	defer end(&err)
-	if p.Kind == "" {
-		return nil, fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
-	}
-	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
-		return nil, fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
-	}
-	if err := p.Fence.validate(); err != nil {
-		return nil, fmt.Errorf("record failure: %w", err)
+	if err := validateFailure(p); err != nil {
+		return nil, err
 	}
 	cur, err := r.GetOperation(ctx, p.CallerDID, p.OperationID)
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}
+	return r.fencedUpdate(ctx, r.failureWrite(p, cur))
+}
+
+func validateFailure(p FailureParams) error {
+	if p.Kind == "" {
+		return fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
+	}
+	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
+		return fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
+	}
+	if err := p.Fence.validate(); err != nil {
+		return fmt.Errorf("record failure: %w", err)
+	}
+	return nil
+}
+
+// failureWrite is the fenced write of one failure on the row cur as read:
+// the backoff decides the next attempt, or that the operation is dead.
+func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fencedWrite {
 	attempts := cur.Attempts + 1
 	set := map[string]any{"attempts": attempts, "last_kind": p.Kind, "last_http_status": p.HTTPStatus}
 	if delay, dead := r.backoff.Next(attempts, p.Kind); dead {
 		set["state"], set["next_attempt_at"] = models.OperationDead, nil
 	} else {
-		set["next_attempt_at"] = r.now().Add(delay).UnixMilli()
+		set["state"], set["next_attempt_at"] = models.OperationAttempted, r.now().Add(delay).UnixMilli()
 	}
-	return r.fencedUpdate(ctx, fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
-		guards: []scopes.Scope{scopes.Eq("attempts", cur.Attempts)},
+	return fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
+		guards: []clause.Expression{clause.Eq{Column: clause.Column{Name: "attempts"}, Value: cur.Attempts}},
 		mismatch: func(op *models.Operation) error {
 			if op.Attempts == cur.Attempts {
 				return nil
@@ -139,7 +164,7 @@ func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams
 		replayed: func(op *models.Operation) bool {
 			return (op.State == models.OperationAttempted || op.State == models.OperationDead) &&
 				equalPtr(op.LastKind, &p.Kind) && equalPtr(op.LastHTTPStatus, p.HTTPStatus)
-		}})
+		}}
 }
 
 func equalPtr[T comparable](a, b *T) bool {

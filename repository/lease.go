@@ -103,8 +103,7 @@ func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor 
 	if extendFor <= 0 {
 		return nil, fmt.Errorf("heartbeat: %w", invalid("lease extension %v must be positive", extendFor))
 	}
-	w, err := r.fencedUpdate(ctx, fencedWrite{action: "heartbeat", fence: f,
-		set: map[string]any{"lease_expires_at": r.leaseUntil(extendFor)}})
+	w, err := r.fencedUpdate(ctx, r.heartbeatWrite(f, extendFor))
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +116,16 @@ func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor 
 func (r *Repository) ReleaseOperation(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "ReleaseOperation")
 	defer end(&err)
-	return r.fencedUpdate(ctx, fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{},
-		replayed: func(op *models.Operation) bool { return op.State == models.OperationAttempted }})
+	return r.fencedUpdate(ctx, releaseWrite(f))
+}
+
+// heartbeatWrite extends a held lease to now + extendFor.
+func (r *Repository) heartbeatWrite(f Fence, extendFor time.Duration) fencedWrite {
+	return fencedWrite{action: "heartbeat", fence: f, set: map[string]any{"lease_expires_at": r.leaseUntil(extendFor)}}
+}
+
+// releaseWrite gives a held lease back.
+func releaseWrite(f Fence) fencedWrite {
+	return fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{},
+		replayed: func(op *models.Operation) bool { return op.State == models.OperationAttempted }}
 }
