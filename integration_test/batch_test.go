@@ -1,0 +1,135 @@
+package integrationtest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+)
+
+// leaseMany records and leases n operations and returns their fences.
+func leaseMany(t *testing.T, e *env, prefix string, n int, leaseFor time.Duration) []repository.Fence {
+	t.Helper()
+	for i := range n {
+		in := opInput("caller", fmt.Sprintf("%s%d", prefix, i))
+		in.OwnerDID = prefix
+		_, _, err := e.repo.RecordOperation(ctx(t), in)
+		require.NoError(t, err)
+	}
+	ops, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: n, LeaseFor: leaseFor, OwnerDID: prefix})
+	require.NoError(t, err)
+	require.Len(t, ops, n)
+	fs := make([]repository.Fence, n)
+	for i := range ops {
+		fs[i] = repository.FenceOf(&ops[i])
+	}
+	return fs
+}
+
+func reasonOf(t *testing.T, o repository.BatchOutcome) string {
+	t.Helper()
+	var lost *repository.LeaseLostError
+	require.ErrorAs(t, o.Err, &lost)
+	require.ErrorIs(t, o.Err, repository.ErrLeaseLost)
+	return lost.Reason
+}
+
+// TestCommitOperationsOutcomes: one statement commits a batch; each item
+// gets its own outcome (done, replay, lease lost with its reason, not found,
+// document mismatch), and fencing holds per row.
+func TestCommitOperationsOutcomes(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		fs := leaseMany(t, e, "c", 4, time.Minute)
+		short := leaseMany(t, e, "s", 1, time.Second)[0]
+		e.clock.Advance(2 * time.Second) // short's lease expires
+		stolen := fs[2]
+		stolen.LeaseToken = "someone-else"
+		doc := "doc-1"
+		items := []repository.CommitParams{
+			{Fence: fs[0], DocumentID: &doc},
+			{Fence: fs[1], ResultEntity: models.JSON(`{"id":2}`)},
+			{Fence: stolen},
+			{Fence: short},
+			{Fence: repository.Fence{CallerDID: "caller", OperationID: "nope", LeaseToken: "t"}},
+		}
+		repo, rec := recordingRepo(t, e)
+		out, err := repo.CommitOperations(ctx(t), items)
+		require.NoError(t, err)
+		updates := 0
+		for _, s := range rec.take() {
+			if strings.HasPrefix(s, "UPDATE") {
+				updates++
+			}
+		}
+		require.Equal(t, 1, updates, "one statement for the batch")
+		require.Len(t, out, 5)
+		require.Equal(t, models.OperationCommitted, out[0].Write.State)
+		require.Equal(t, "doc-1", *out[0].Write.DocumentID)
+		require.JSONEq(t, `{"id":2}`, out[1].Write.ResultEntity.String())
+		require.Equal(t, repository.LeaseLostHeldByOther, reasonOf(t, out[2]))
+		require.Equal(t, repository.LeaseLostExpired, reasonOf(t, out[3]))
+		require.ErrorIs(t, out[4].Err, repository.ErrNotFound)
+		require.Equal(t, models.OperationAttempted, snapshot(t, e, "caller", "c2").State, "a refused row is untouched")
+
+		// The same batch again: the landed commits are replays.
+		again, err := e.repo.CommitOperations(ctx(t), items[:2])
+		require.NoError(t, err)
+		require.True(t, again[0].Write.Replay)
+		require.True(t, again[1].Write.Replay)
+		other := "doc-2"
+		created, err := e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: fs[3], DocumentID: &other}})
+		require.NoError(t, err)
+		require.NoError(t, created[0].Err, "a create sets its document at commit")
+		relink, err := e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: fs[3], DocumentID: &doc}})
+		require.NoError(t, err)
+		require.Equal(t, repository.LeaseLostFinished, reasonOf(t, relink[0]), "committed with doc-2; a different result is refused")
+
+		_, err = e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: fs[0]}, {Fence: fs[0]}})
+		require.ErrorIs(t, err, repository.ErrInvalidInput, "an operation named twice")
+	})
+}
+
+// TestBatchedLeaseWrites: heartbeats, failures, releases and finishes in
+// batches, each with per-row outcomes.
+func TestBatchedLeaseWrites(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		fs := leaseMany(t, e, "b", 4, 10*time.Second)
+		e.clock.Advance(5 * time.Second)
+		stale := fs[3]
+		stale.LeaseToken = "gone"
+		hb, err := e.repo.HeartbeatOperations(ctx(t), []repository.Fence{fs[0], fs[1], stale}, time.Minute)
+		require.NoError(t, err)
+		require.Equal(t, e.clock.At(time.Minute).UnixMilli(), *hb[0].Write.LeaseExpiresAt)
+		require.Equal(t, e.clock.At(time.Minute).UnixMilli(), *hb[1].Write.LeaseExpiresAt)
+		require.Equal(t, repository.LeaseLostHeldByOther, reasonOf(t, hb[2]))
+
+		status := int64(503)
+		failed, err := e.repo.RecordOperationFailures(ctx(t), []repository.FailureParams{
+			{Fence: fs[0], Kind: "http", HTTPStatus: &status}, {Fence: fs[1], Kind: "timeout"}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), failed[0].Write.Attempts)
+		require.Equal(t, int64(503), *failed[0].Write.LastHTTPStatus)
+		require.Equal(t, "timeout", *failed[1].Write.LastKind)
+		require.Nil(t, failed[1].Write.LastHTTPStatus)
+		replay, err := e.repo.RecordOperationFailures(ctx(t), []repository.FailureParams{{Fence: fs[0], Kind: "http", HTTPStatus: &status}})
+		require.NoError(t, err)
+		require.True(t, replay[0].Write.Replay)
+		require.Equal(t, int64(1), snapshot(t, e, "caller", "b0").Attempts, "a replayed failure counts once")
+
+		released, err := e.repo.ReleaseOperations(ctx(t), []repository.Fence{fs[2]})
+		require.NoError(t, err)
+		require.Nil(t, released[0].Write.LeaseToken)
+		dead, err := e.repo.FinishOperations(ctx(t), []repository.Fence{fs[3], fs[2]}, models.OperationDead)
+		require.NoError(t, err)
+		require.Equal(t, models.OperationDead, dead[0].Write.State)
+		require.Equal(t, repository.LeaseLostEnded, reasonOf(t, dead[1]), "released already")
+		_, err = e.repo.FinishOperations(ctx(t), fs[:1], models.OperationCommitted)
+		require.ErrorIs(t, err, repository.ErrInvalidInput)
+	})
+}

@@ -1,0 +1,280 @@
+package repository
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// BatchOutcome is one operation's result in a batched fenced write, in the
+// order the batch named it: the stored row (flagged as a replay where the
+// write had already landed), or why nothing was written.
+type BatchOutcome struct {
+	Fence Fence
+	// Write is the stored row after the write; nil when Err is set.
+	Write *FencedWrite
+	// Err is a *LeaseLostError (with its reason), ErrNotFound, or a
+	// mismatch of the write's own guards (ErrInvalidInput).
+	Err error
+}
+
+// CommitOperations commits many leased operations in one statement, with
+// the guarantees of CommitOperation for each: fenced on its token and an
+// unexpired lease, a replay when it had already landed. A bad item fails the
+// whole call with ErrInvalidInput and writes nothing.
+func (r *Repository) CommitOperations(ctx context.Context, ps []CommitParams) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "CommitOperations")
+	defer end(&err)
+	ws := make([]fencedWrite, len(ps))
+	for i, p := range ps {
+		if ws[i], err = commitWrite(p); err != nil {
+			return nil, fmt.Errorf("commit operations: item %d: %w", i, err)
+		}
+	}
+	return r.batchFenced(ctx, "commit operations", ws)
+}
+
+// RecordOperationFailures records many failed attempts: one read of the
+// rows (for their attempt counts), then one statement, each write guarded
+// as RecordOperationFailure's.
+func (r *Repository) RecordOperationFailures(ctx context.Context, ps []FailureParams) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "RecordOperationFailures")
+	defer end(&err)
+	fences := make([]Fence, len(ps))
+	for i, p := range ps {
+		if err := validateFailure(p); err != nil {
+			return nil, fmt.Errorf("record failures: item %d: %w", i, err)
+		}
+		fences[i] = p.Fence
+	}
+	current, err := r.readFenced(ctx, fences)
+	if err != nil {
+		return nil, fmt.Errorf("record failures: %w", err)
+	}
+	ws := make([]fencedWrite, 0, len(ps))
+	var missing []BatchOutcome
+	for _, p := range ps {
+		cur, ok := current[keyOf(p.Fence)]
+		if !ok {
+			missing = append(missing, BatchOutcome{Fence: p.Fence, Err: fmt.Errorf("record failure %s: %w", p.Fence, ErrNotFound)})
+			continue
+		}
+		ws = append(ws, r.failureWrite(p, cur))
+	}
+	out, err := r.batchFenced(ctx, "record failures", ws)
+	if err != nil {
+		return nil, err
+	}
+	return inOrder(fences, append(out, missing...)), nil
+}
+
+// ReleaseOperations gives many held leases back in one statement.
+func (r *Repository) ReleaseOperations(ctx context.Context, fs []Fence) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "ReleaseOperations")
+	defer end(&err)
+	ws := make([]fencedWrite, len(fs))
+	for i, f := range fs {
+		ws[i] = releaseWrite(f)
+	}
+	return r.batchFenced(ctx, "release operations", ws)
+}
+
+// HeartbeatOperations extends many held leases to now + extendFor in one
+// statement; a lease no longer held is a *LeaseLostError in its outcome.
+func (r *Repository) HeartbeatOperations(ctx context.Context, fs []Fence, extendFor time.Duration) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "HeartbeatOperations")
+	defer end(&err)
+	if extendFor <= 0 {
+		return nil, fmt.Errorf("heartbeat operations: %w", invalid("lease extension %v must be positive", extendFor))
+	}
+	ws := make([]fencedWrite, len(fs))
+	for i, f := range fs {
+		ws[i] = r.heartbeatWrite(f, extendFor)
+	}
+	return r.batchFenced(ctx, "heartbeat operations", ws)
+}
+
+// FinishOperations ends many leased operations in state (dead or
+// reconcile_only) in one statement.
+func (r *Repository) FinishOperations(ctx context.Context, fs []Fence, state string) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "FinishOperations")
+	defer end(&err)
+	if state != models.OperationDead && state != models.OperationReconcileOnly {
+		return nil, fmt.Errorf("finish operations: %w", invalid("state %q is not dead or reconcile_only", state))
+	}
+	ws := make([]fencedWrite, len(fs))
+	for i, f := range fs {
+		ws[i] = finishWrite("finish", f, state)
+	}
+	return r.batchFenced(ctx, "finish operations", ws)
+}
+
+type opKey struct{ caller, id string }
+
+func keyOf(f Fence) opKey { return opKey{f.CallerDID, f.OperationID} }
+
+// batchFenced applies ws in one UPDATE: each row is matched by its own
+// fence (caller, id, token) and guards, every row must still be attempted
+// and leased at the lease clock's now, and each column is set per row by a
+// CASE on the key. Rows it did not change are read back in one SELECT and
+// explained as the single-row writes explain them.
+func (r *Repository) batchFenced(ctx context.Context, action string, ws []fencedWrite) ([]BatchOutcome, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	seen := map[opKey]bool{}
+	for i := range ws {
+		if err := ws[i].fence.validate(); err != nil {
+			return nil, fmt.Errorf("%s: item %d: %w", action, i, err)
+		}
+		k := keyOf(ws[i].fence)
+		if seen[k] {
+			return nil, fmt.Errorf("%s: %w", action, invalid("operation %s appears twice", ws[i].fence))
+		}
+		seen[k] = true
+		r.prepare(&ws[i])
+	}
+	var rows []models.Operation
+	err := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+		Scopes(scopes.State(models.OperationAttempted)).
+		Where(clause.Gte{Column: clause.Column{Name: "lease_expires_at"}, Value: r.leaseNow()}).
+		Where(clause.Or(rowMatches(ws)...)).Updates(batchSet(ws)).Error
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", action, err)
+	}
+	written := make(map[opKey]*models.Operation, len(rows))
+	for i := range rows {
+		written[opKey{rows[i].CallerDID, rows[i].OperationID}] = &rows[i]
+	}
+	return r.outcomes(ctx, action, ws, written)
+}
+
+// rowMatches is each write's own WHERE: its fence and its guards.
+func rowMatches(ws []fencedWrite) []clause.Expression {
+	out := make([]clause.Expression, len(ws))
+	for i, w := range ws {
+		conds := append([]clause.Expression{
+			clause.Eq{Column: clause.Column{Name: "caller_did"}, Value: w.fence.CallerDID},
+			clause.Eq{Column: clause.Column{Name: "operation_id"}, Value: w.fence.OperationID},
+			clause.Eq{Column: clause.Column{Name: "lease_token"}, Value: w.fence.LeaseToken},
+		}, w.guards...)
+		out[i] = clause.And(conds...)
+	}
+	return out
+}
+
+// batchSet is the SET list: a column every write sets to the same value is
+// set plainly; any other is a CASE on the row's key, keeping the stored
+// value for a row that does not set it.
+func batchSet(ws []fencedWrite) map[string]any {
+	set := map[string]any{}
+	for _, w := range ws {
+		for col := range w.set {
+			set[col] = nil
+		}
+	}
+	for col := range set {
+		if v, same := sameValue(ws, col); same {
+			set[col] = v
+			continue
+		}
+		var sql strings.Builder
+		vars := make([]any, 0, 3*len(ws)+1)
+		sql.WriteString("CASE")
+		for _, w := range ws {
+			v, ok := w.set[col]
+			if !ok {
+				continue
+			}
+			sql.WriteString(" WHEN caller_did = ? AND operation_id = ? THEN ?")
+			vars = append(vars, w.fence.CallerDID, w.fence.OperationID, v)
+		}
+		sql.WriteString(" ELSE ? END")
+		set[col] = gorm.Expr(sql.String(), append(vars, clause.Column{Name: col})...)
+	}
+	return set
+}
+
+// sameValue reports whether every write sets col, to one value.
+func sameValue(ws []fencedWrite, col string) (any, bool) {
+	first, ok := ws[0].set[col]
+	if !ok {
+		return nil, false
+	}
+	for _, w := range ws[1:] {
+		if v, ok := w.set[col]; !ok || !reflect.DeepEqual(v, first) {
+			return nil, false
+		}
+	}
+	return first, true
+}
+
+// outcomes explains every write: written rows as they were returned, the
+// others from one read of their stored rows.
+func (r *Repository) outcomes(ctx context.Context, action string, ws []fencedWrite, written map[opKey]*models.Operation) ([]BatchOutcome, error) {
+	var refused []Fence
+	for _, w := range ws {
+		if written[keyOf(w.fence)] == nil {
+			refused = append(refused, w.fence)
+		}
+	}
+	stored, err := r.readFenced(ctx, refused)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", action, err)
+	}
+	out := make([]BatchOutcome, len(ws))
+	for i, w := range ws {
+		k := keyOf(w.fence)
+		out[i].Fence = w.fence
+		switch op := written[k]; {
+		case op != nil:
+			out[i].Write = &FencedWrite{Operation: op}
+		case stored[k] == nil:
+			out[i].Err = fmt.Errorf("%s %s: %w", w.action, w.fence, ErrNotFound)
+		default:
+			out[i].Write, out[i].Err = r.explain(ctx, w, stored[k])
+		}
+	}
+	return out, nil
+}
+
+// readFenced reads the operations the fences name, from the primary, in one
+// statement.
+func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*models.Operation, error) {
+	out := make(map[opKey]*models.Operation, len(fs))
+	if len(fs) == 0 {
+		return out, nil
+	}
+	keys := make([][]any, len(fs))
+	for i, f := range fs {
+		keys[i] = []any{f.CallerDID, f.OperationID}
+	}
+	var rows []models.Operation
+	if err := r.primary(ctx).Where("(caller_did, operation_id) IN ?", keys).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		out[opKey{rows[i].CallerDID, rows[i].OperationID}] = &rows[i]
+	}
+	return out, nil
+}
+
+// inOrder puts outcomes back in the order of fences.
+func inOrder(fences []Fence, outs []BatchOutcome) []BatchOutcome {
+	at := make(map[opKey]BatchOutcome, len(outs))
+	for _, o := range outs {
+		at[keyOf(o.Fence)] = o
+	}
+	sorted := make([]BatchOutcome, len(fences))
+	for i, f := range fences {
+		sorted[i] = at[keyOf(f)]
+	}
+	return sorted
+}
