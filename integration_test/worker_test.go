@@ -81,9 +81,11 @@ func TestWorkerRecordsResults(t *testing.T) {
 				panic("handler bug")
 			}})
 		require.NoError(t, err)
-		stats := runPool(t, pool, func() bool { return stateCount(t, e, models.OperationCommitted) == 8 &&
-			count(t, e.db, &models.Operation{}, "attempts = 1") == 16 && stateCount(t, e, models.OperationDead) == 8 &&
-			stateCount(t, e, models.OperationReconcileOnly) == 8 })
+		stats := runPool(t, pool, func() bool {
+			return stateCount(t, e, models.OperationCommitted) == 8 &&
+				count(t, e.db, &models.Operation{}, "attempts = 1") == 16 && stateCount(t, e, models.OperationDead) == 8 &&
+				stateCount(t, e, models.OperationReconcileOnly) == 8
+		})
 		require.Equal(t, int64(8), count(t, e.db, &models.Operation{}, "last_kind = ? AND attempts = 1", "panic"))
 		require.Equal(t, int64(8), count(t, e.db, &models.Operation{}, "last_http_status = 503"))
 		require.Equal(t, int64(8), count(t, e.db, &models.Operation{}, "document_id LIKE ?", "doc-op-%"))
