@@ -159,3 +159,52 @@ func describe(rows []models.Operation) string {
 	}
 	return b.String()
 }
+
+// TestRetentionPassesMatchReferenceModel: pass after pass, with rows
+// finishing between passes (superseding rows a previous pass held), every
+// pass deletes exactly the reference model's set over the current rows.
+func TestRetentionPassesMatchReferenceModel(t *testing.T) {
+	t.Parallel()
+	const cases, passes, seed = 120, 4, 20261203
+	forEachDB(t, func(t *testing.T, e *env) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		var reopened int
+		for i := range cases {
+			require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_operation").Error)
+			seedOps(t, e, randomHistory(r, e.clock.Millis()))
+			for pass := range passes {
+				now := e.clock.Millis()
+				var rows []models.Operation
+				require.NoError(t, e.db.Find(&rows).Error)
+				before, limit := int64(r.IntN(12)), 1+r.IntN(4)
+				want, _ := refCollect(rows, before, now, limit)
+				n := collect(t, e, time.UnixMilli(before), limit)
+				kept := remaining(t, e)
+				deleted := []string{}
+				for _, op := range rows {
+					if !slices.Contains(kept, op.OperationID) {
+						deleted = append(deleted, op.OperationID)
+					}
+				}
+				sort.Strings(deleted)
+				require.Equal(t, append([]string{}, want...), deleted, "case %d pass %d: before=%d limit=%d\n%s",
+					i, pass, before, limit, describe(rows))
+				require.Equal(t, int64(len(want)), n)
+				if count(t, e.db, &models.Operation{}, "retention_hold IS NOT NULL") > 0 {
+					reopened++
+				}
+				// Between passes some attempted rows finish, now or later.
+				e.clock.Advance(time.Millisecond)
+				for _, op := range rows {
+					if op.State == models.OperationAttempted && r.IntN(2) == 0 && slices.Contains(kept, op.OperationID) {
+						state := []string{models.OperationCommitted, models.OperationDead}[r.IntN(2)]
+						require.NoError(t, e.db.Model(&models.Operation{}).Where("operation_id = ?", op.OperationID).
+							Updates(map[string]any{"state": state, "updated_at": e.clock.Millis(), "lease_token": nil,
+								"lease_expires_at": nil}).Error)
+					}
+				}
+			}
+		}
+		require.Greater(t, reopened, cases/4, "passes held rows that later finishes had to release")
+	})
+}

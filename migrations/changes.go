@@ -74,3 +74,31 @@ func receiptSequenceIndexMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// retentionHoldMigration lets retention skip the rows its keep rules keep:
+// a hold mark on the operation, an index over unheld rows in collection
+// order, and the table recording when the last pass began.
+func retentionHoldMigration() *gormigrate.Migration {
+	return &gormigrate.Migration{
+		ID: "connstore_0009_retention_hold",
+		Migrate: func(tx *gorm.DB) error {
+			var ddl []string
+			if !tx.Migrator().HasColumn("kubun_connector_operation", "retention_hold") {
+				ddl = append(ddl, `ALTER TABLE kubun_connector_operation ADD COLUMN retention_hold INTEGER`)
+			}
+			return execAll(tx, append(ddl,
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_unheld_idx
+					ON kubun_connector_operation (retention_hold, updated_at, caller_did, operation_id)`,
+				`CREATE TABLE IF NOT EXISTS kubun_connector_retention (
+					name TEXT NOT NULL,
+					finished_through BIGINT NOT NULL,
+					CONSTRAINT kubun_connector_retention_pkey PRIMARY KEY (name)
+				)`))
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`DROP TABLE IF EXISTS kubun_connector_retention`,
+				`DROP INDEX IF EXISTS kubun_connector_operation_unheld_idx`,
+				`ALTER TABLE kubun_connector_operation DROP COLUMN retention_hold`})
+		},
+	}
+}

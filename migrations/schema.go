@@ -204,6 +204,7 @@ func all() []*gormigrate.Migration {
 		endedLeaseMigration(),
 		candidatePagingMigration(),
 		receiptSequenceIndexMigration(),
+		retentionHoldMigration(),
 	}
 }
 

@@ -2,11 +2,15 @@ package repository
 
 import (
 	"context"
-
 	"fmt"
-	"github.com/connstore/connstore/models"
 	"strings"
 	"time"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/models"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/plugin/dbresolver"
 )
 
 // CollectParams bounds one retention pass.
@@ -15,6 +19,11 @@ type CollectParams struct {
 	Before time.Time
 	// Limit is the most rows one pass deletes; it must be positive.
 	Limit int
+	// Cursor names the retention state a pass resumes from (when the
+	// previous pass of that name began); empty means "operations". Passes
+	// through repositories with different scopes should use different names,
+	// so one tenant's pass does not move another's.
+	Cursor string
 }
 
 // newerExists is "a newer operation of states on the same document with the
@@ -29,16 +38,14 @@ func newerExists(column, states string) string {
 		column, states)
 }
 
-// collectableSQL is the keep rule over candidate rows o, in one DELETE
-// (built in CollectFinishedOperations) whose keep rule and delete see the
-// same rows, so neither two batches nor two concurrent cleanups can each
-// take another row to be the newest. A row is collected only while a newer
-// row of its kind exists in the same partition; the newest never has one, and
-// operations never leave a terminal state, so it is never collected.
-var collectableSQL = strings.Join([]string{
-	`o.state IN ('committed', 'dead') AND o.updated_at < @before
-		AND (o.lease_token IS NULL OR o.lease_expires_at < @now)
-		AND (o.document_id IS NULL OR (`,
+// eligibleSQL is a finished row o written before the cutoff with no live
+// lease: the rows the keep rules judge.
+const eligibleSQL = `o.state IN ('committed', 'dead') AND o.updated_at < @before
+	AND (o.lease_token IS NULL OR o.lease_expires_at < @now)`
+
+// supersededSQL is the seed's keep rule for a row on a document: a row is
+// collected only while newer rows of its kind exist on the same document.
+var supersededSQL = strings.Join([]string{
 	// Not the newest commit of its caller, nor of its owner: the latest
 	// commit bounds which older rows still count.
 	`(o.state <> 'committed' OR ` + newerExists("caller_did", "'committed'") + `)`,
@@ -47,13 +54,30 @@ var collectableSQL = strings.Join([]string{
 	// one decides whether the document shows a failure.
 	`AND ` + newerExists("caller_did", "'committed', 'dead'"),
 	`AND ` + newerExists("owner_did", "'committed', 'dead'"),
-	`))`,
 }, "\n")
+
+// collectableSQL picks the rows one DELETE collects: unheld, eligible, and
+// linked to no document or superseded on it. Keep rule and delete are one
+// statement, so neither two batches nor two concurrent cleanups can each
+// take another row to be the newest; the newest of a partition never has a
+// newer row, and operations never leave a terminal state, so it is never
+// collected.
+var collectableSQL = `o.retention_hold IS NULL AND ` + eligibleSQL +
+	` AND (o.document_id IS NULL OR (` + supersededSQL + `))`
+
+// keptSQL picks the rows a pass marks held: unheld rows the keep rules keep
+// now (eligible but not superseded on their document), and reconcile-only
+// rows, which are never collected.
+var keptSQL = `o.retention_hold IS NULL AND o.updated_at < @before AND (o.state = 'reconcile_only' OR (` +
+	eligibleSQL + ` AND o.document_id IS NOT NULL AND NOT (` + supersededSQL + `)))`
 
 // recheckSQL is the DELETE's re-check on the row being deleted: a row
 // leased or written between the candidate read and the delete (Postgres,
 // READ COMMITTED) is kept.
 const recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)`
+
+// defaultCursor names the retention state of passes that name none.
+const defaultCursor = "operations"
 
 // CollectFinishedOperations deletes up to Limit finished operations that
 // later rows supersede, oldest updated_at first, and returns how many it
@@ -62,6 +86,17 @@ const recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expir
 // the newest commit nor the newest finished row of its caller and of its
 // owner on that document. It fails closed: a bad cutoff or limit deletes
 // nothing.
+//
+// A pass costs what it deletes, not what the table keeps. A row the keep
+// rules keep is marked held (retention_hold) once, and the DELETE's
+// candidate scan skips held rows through an index. A held row can only
+// become collectable when a newer row on its document finishes, so each pass
+// first clears the marks on the documents of rows finished since the last
+// pass (kubun_connector_retention remembers when that was). Which rows a pass
+// deletes is exactly what the keep rules say over the whole table. A row
+// finished with an updated_at before the previous pass's clock (instances'
+// clocks disagreeing) leaves its document's marks until the next finish on
+// it: that delays a collection, never makes one wrong.
 func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectParams) (_ int64, err error) {
 	ctx, end := r.start(ctx, "CollectFinishedOperations")
 	defer end(&err)
@@ -71,18 +106,69 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	if err := requireLimit(p.Limit); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
+	if p.Cursor == "" {
+		p.Cursor = defaultCursor
+	}
+	if err := requireKeys("cursor", p.Cursor); err != nil {
+		return 0, fmt.Errorf("collect finished operations: %w", err)
+	}
+	passStart := r.nowMillis()
+	if err := r.releaseHolds(ctx, p.Cursor); err != nil {
+		return 0, fmt.Errorf("collect finished operations: %w", err)
+	}
 	args := map[string]any{"before": p.Before.UnixMilli(), "now": r.leaseNow()}
 	// Unqualified scope columns name o in the candidate read and the deleted
 	// row in the DELETE, so the repository's scopes bound both.
 	candidates := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
-		Where(collectableSQL, args).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
+		Where(collectableSQL, args).Order("o.retention_hold, o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
 	tx := r.conn(ctx).Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).
 		Delete(&models.Operation{})
 	if tx.Error != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", tx.Error)
 	}
+	if err := r.hold(ctx, args, p, passStart); err != nil {
+		return tx.RowsAffected, fmt.Errorf("collect finished operations: %w", err)
+	}
 	if tx.RowsAffected > 0 {
 		r.emit(ctx, EventCollected, tx.RowsAffected, "")
 	}
 	return tx.RowsAffected, nil
+}
+
+// releaseHolds clears the marks on the documents of rows finished since the
+// previous pass began: their older rows may be superseded now.
+func (r *Repository) releaseHolds(ctx context.Context, cursor string) error {
+	var since []int64
+	// The retention state is the store's bookkeeping, shared by every
+	// scope: read it unscoped, from the primary.
+	err := r.base(ctx).Clauses(dbresolver.Write).Model(&models.RetentionState{}).Where("name = ?", cursor).
+		Limit(1).Pluck("finished_through", &since).Error
+	if err != nil || len(since) == 0 {
+		return err
+	}
+	finished := r.conn(ctx).Model(&models.Operation{}).Select("document_id").
+		Where("state IN ? AND updated_at >= ? AND document_id IS NOT NULL",
+			[]string{models.OperationCommitted, models.OperationDead}, since[0])
+	return hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
+		Where("retention_hold IS NOT NULL AND document_id IN (?)", finished).
+		UpdateColumn("retention_hold", nil).Error
+}
+
+// hold marks up to 4×limit rows the keep rules keep now, and records the
+// pass, so the next one knows which finishes to look at. The marks are
+// bookkeeping, not a write of the row: no version bump, no updated_at.
+func (r *Repository) hold(ctx context.Context, args map[string]any, p CollectParams, passStart int64) error {
+	kept := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
+		Where(keptSQL, args).Order("o.retention_hold, o.updated_at, o.caller_did, o.operation_id").Limit(4 * p.Limit)
+	err := hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
+		Where("(caller_did, operation_id) IN (?)", kept).UpdateColumn("retention_hold", 1).Error
+	if err != nil {
+		return err
+	}
+	return r.base(ctx).Clauses(clause.OnConflict{
+		Columns: []clause.Column{{Name: "name"}},
+		DoUpdates: clause.Assignments(map[string]any{"finished_through": gorm.Expr(
+			"CASE WHEN excluded.finished_through > kubun_connector_retention.finished_through " +
+				"THEN excluded.finished_through ELSE kubun_connector_retention.finished_through END")}),
+	}).Create(&models.RetentionState{Name: p.Cursor, FinishedThrough: passStart}).Error
 }
