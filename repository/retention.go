@@ -112,54 +112,128 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	if err := requireKeys("cursor", p.Cursor); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
+	var n int64
+	// Unscoped: the pass's own statements apply the scopes where they belong
+	// (the retention state is the store's, not a tenant's).
+	err = r.base(ctx).Transaction(func(tx *gorm.DB) error {
+		if r.isPostgres() {
+			// The keep rules' subplans make the planner's estimates large
+			// enough to JIT-compile a statement that runs in milliseconds.
+			if err := tx.Exec("SET LOCAL jit = off").Error; err != nil {
+				return err
+			}
+		}
+		var err error
+		n, err = r.WithTx(tx).collectPass(ctx, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("collect finished operations: %w", err)
+	}
+	if n > 0 {
+		r.emit(ctx, EventCollected, n, "")
+	}
+	return n, nil
+}
+
+// collectPass is one pass inside its transaction: release the holds that
+// newer finishes broke, delete, hold what the DELETE passed over, and
+// record the pass.
+func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, error) {
 	passStart := r.nowMillis()
 	if err := r.releaseHolds(ctx, p.Cursor); err != nil {
-		return 0, fmt.Errorf("collect finished operations: %w", err)
+		return 0, err
 	}
 	args := map[string]any{"before": p.Before.UnixMilli(), "now": r.leaseNow()}
 	// Unqualified scope columns name o in the candidate read and the deleted
 	// row in the DELETE, so the repository's scopes bound both.
 	candidates := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
-		Where(collectableSQL, args).Order("o.retention_hold, o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
-	tx := r.conn(ctx).Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).
-		Delete(&models.Operation{})
+		Where(collectableSQL, args).Order(collectOrder).Limit(p.Limit)
+	var gone []models.Operation
+	tx := r.conn(ctx).Clauses(clause.Returning{Columns: []clause.Column{{Name: "updated_at"}, {Name: "caller_did"},
+		{Name: "operation_id"}}}).Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).Delete(&gone)
 	if tx.Error != nil {
-		return 0, fmt.Errorf("collect finished operations: %w", tx.Error)
+		return 0, tx.Error
 	}
-	if err := r.hold(ctx, args, p, passStart); err != nil {
-		return tx.RowsAffected, fmt.Errorf("collect finished operations: %w", err)
+	// Every unheld row the DELETE passed over on its way to the last row it
+	// took is one the keep rules keep; a DELETE that took fewer than Limit
+	// passed over all of them.
+	var through *models.Operation
+	if len(gone) == p.Limit {
+		through = &gone[0]
+		for i := range gone[1:] {
+			if g := &gone[i+1]; keyLess(through, g) {
+				through = g
+			}
+		}
 	}
-	if tx.RowsAffected > 0 {
-		r.emit(ctx, EventCollected, tx.RowsAffected, "")
+	if err := r.hold(ctx, args, p, through, passStart); err != nil {
+		return 0, err
 	}
-	return tx.RowsAffected, nil
+	return int64(len(gone)), nil
 }
 
-// releaseHolds clears the marks on the documents of rows finished since the
-// previous pass began: their older rows may be superseded now.
+// collectOrder is the order retention takes rows in; its leading column is
+// constant (NULL) among candidates, so the unheld index yields it.
+const collectOrder = "o.retention_hold, o.updated_at, o.caller_did, o.operation_id"
+
+// keyLess orders rows as collectOrder does.
+func keyLess(a, b *models.Operation) bool {
+	if a.UpdatedAt != b.UpdatedAt {
+		return a.UpdatedAt < b.UpdatedAt
+	}
+	if a.CallerDID != b.CallerDID {
+		return a.CallerDID < b.CallerDID
+	}
+	return a.OperationID < b.OperationID
+}
+
+// releaseHolds clears the holds on the documents of rows finished since
+// the previous pass of this cursor began: their older rows may be
+// superseded now. Documents are read a page at a time, so a pass costs what
+// finished since, and the common case (nothing) is one index probe.
 func (r *Repository) releaseHolds(ctx context.Context, cursor string) error {
-	var since []int64
 	// The retention state is the store's bookkeeping, shared by every
 	// scope: read it unscoped, from the primary.
+	var since []int64
 	err := r.base(ctx).Clauses(dbresolver.Write).Model(&models.RetentionState{}).Where("name = ?", cursor).
 		Limit(1).Pluck("finished_through", &since).Error
 	if err != nil || len(since) == 0 {
 		return err
 	}
-	finished := r.conn(ctx).Model(&models.Operation{}).Select("document_id").
-		Where("state IN ? AND updated_at >= ? AND document_id IS NOT NULL",
-			[]string{models.OperationCommitted, models.OperationDead}, since[0])
-	return hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
-		Where("retention_hold IS NOT NULL AND document_id IN (?)", finished).
-		UpdateColumn("retention_hold", nil).Error
+	after := ""
+	for {
+		var docs []string
+		err := r.conn(ctx).Model(&models.Operation{}).Distinct("document_id").
+			Where("state IN ? AND updated_at >= ? AND document_id > ?",
+				[]string{models.OperationCommitted, models.OperationDead}, since[0], after).
+			Order("document_id").Limit(holdPage).Pluck("document_id", &docs).Error
+		if err != nil || len(docs) == 0 {
+			return err
+		}
+		err = hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
+			Where("retention_hold IS NOT NULL AND document_id IN ?", docs).UpdateColumn("retention_hold", nil).Error
+		if err != nil || len(docs) < holdPage {
+			return err
+		}
+		after = docs[len(docs)-1]
+	}
 }
 
-// hold marks up to 4×limit rows the keep rules keep now, and records the
+// holdPage is the documents one hold release reads and updates at once.
+const holdPage = 1000
+
+// hold marks the rows the keep rules keep now (those up to through, or the
+// first 4×Limit when the DELETE ran out of candidates) and records the
 // pass, so the next one knows which finishes to look at. The marks are
 // bookkeeping, not a write of the row: no version bump, no updated_at.
-func (r *Repository) hold(ctx context.Context, args map[string]any, p CollectParams, passStart int64) error {
+func (r *Repository) hold(ctx context.Context, args map[string]any, p CollectParams, through *models.Operation, passStart int64) error {
 	kept := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
-		Where(keptSQL, args).Order("o.retention_hold, o.updated_at, o.caller_did, o.operation_id").Limit(4 * p.Limit)
+		Where(keptSQL, args).Order(collectOrder).Limit(4 * p.Limit)
+	if through != nil {
+		kept = kept.Where("(o.updated_at, o.caller_did, o.operation_id) < (?, ?, ?)",
+			through.UpdatedAt, through.CallerDID, through.OperationID)
+	}
 	err := hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
 		Where("(caller_did, operation_id) IN (?)", kept).UpdateColumn("retention_hold", 1).Error
 	if err != nil {

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/repository"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// freshSchema creates an empty schema and returns its name and a DSN whose
+// search_path selects it.
+func freshSchema(ctx context.Context, dsn, prefix string) (string, string, error) {
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return "", "", err
+	}
+	raw, _ := admin.DB()
+	defer raw.Close()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := prefix + "_" + hex.EncodeToString(b)
+	if err := admin.WithContext(ctx).Exec("CREATE SCHEMA " + name).Error; err != nil {
+		return "", "", err
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", "", err
+	}
+	q := u.Query()
+	q.Set("search_path", name)
+	u.RawQuery = q.Encode()
+	return name, u.String(), nil
+}
+
+// store opens connstore on a fresh schema: plugin, migrations, repository.
+func store(ctx context.Context, dsn string, opts repository.Options) (*gorm.DB, *repository.Repository, string, error) {
+	_, sdsn, err := freshSchema(ctx, dsn, "cs")
+	if err != nil {
+		return nil, nil, "", err
+	}
+	db, err := gorm.Open(postgres.Open(sdsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	raw, _ := db.DB()
+	raw.SetMaxOpenConns(40)
+	raw.SetMaxIdleConns(40)
+	if err := db.Use(hooks.New(hooks.Config{})); err != nil {
+		return nil, nil, "", err
+	}
+	if err := migrations.Migrate(ctx, db); err != nil {
+		return nil, nil, "", fmt.Errorf("migrate: %w", err)
+	}
+	repo, err := repository.New(db, opts)
+	return db, repo, sdsn, err
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/connstore/connstore/repository"
+	"github.com/jackc/pgx/v5"
+)
+
+// receipts records one relist with many candidates through connstore (one
+// transaction, batched inserts) and through a per-row INSERT loop in one
+// pgx transaction, with connstore's peak heap during the call.
+func receipts(ctx context.Context, dsn string, rep *report) error {
+	peaks := map[int]float64{}
+	for _, n := range []int{10000, 100000} {
+		_, repo, sdsn, err := store(ctx, dsn, repositoryOptions())
+		if err != nil {
+			return err
+		}
+		cands := make([]repository.CandidateInput, n)
+		for i := range cands {
+			cands[i] = repository.CandidateInput{DocumentID: fmt.Sprintf("doc-%07d", i), ModelID: "contact"}
+		}
+		rec := repository.RelistReceipt{ReceiptKey: repository.ReceiptKey{PartitionKey: repository.PartitionKey{
+			OwnerDID: "owner", ConnectorName: "crm", Partition: "contacts"}, Provenance: "p1"},
+			ModelID: "contact", SourceFetchHLC: "hlc", Kind: "full", Complete: true}
+		var ours time.Duration
+		peak := peakHeap(func() {
+			start := time.Now()
+			_, err = repo.RecordRelistReceipt(ctx, rec, cands)
+			ours = time.Since(start)
+		})
+		if err != nil {
+			return err
+		}
+		peaks[n] = peak
+		if n != 100000 {
+			continue
+		}
+		loop, err := receiptLoop(ctx, sdsn, n)
+		if err != nil {
+			return err
+		}
+		rep.add(row{group: "receipt", name: fmt.Sprintf("RecordRelistReceipt, %d candidates (s)", n),
+			ours: ours.Seconds(), theirs: loop.Seconds(), anchor: "per-row INSERT loop, one pgx transaction", target: 10})
+	}
+	rep.notes = append(rep.notes, fmt.Sprintf("RecordRelistReceipt peak heap above the input: %.1f MB with 10,000 candidates, "+
+		"%.1f MB with 100,000 (batches of 1,000 rows).", peaks[10000], peaks[100000]))
+	return nil
+}
+
+// receiptLoop inserts the receipt and n candidates one statement each.
+func receiptLoop(ctx context.Context, sdsn string, n int) (time.Duration, error) {
+	conn, err := pgx.Connect(ctx, sdsn)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	start := time.Now()
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO kubun_connector_sweep_receipt (owner_did, connector_name, "partition",
+			provenance, sequence, model_id, source_fetch_hlc, kind, complete, created_at)
+			VALUES ('owner', 'crm', 'contacts', 'loop', 2, 'contact', 'hlc', 'full', 1, 0)`); err != nil {
+			return err
+		}
+		for i := range n {
+			if _, err := tx.Exec(ctx, `INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition",
+				provenance, document_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
+				VALUES ('owner', 'crm', 'contacts', 'loop', $1, 'contact', 'pending', 0, 0, 0, 0) ON CONFLICT DO NOTHING`,
+				fmt.Sprintf("doc-%07d", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return time.Since(start), err
+}
+
+// peakHeap runs fn and returns the highest heap in use during it above the
+// heap before it, in MB, sampled every millisecond.
+func peakHeap(fn func()) float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var m runtime.MemStats
+		for {
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	fn()
+	close(stop)
+	wg.Wait()
+	if peak.Load() < base {
+		return 0
+	}
+	return float64(peak.Load()-base) / (1 << 20)
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// row is one measured pair: connstore and the anchor a user would pick.
+type row struct {
+	group, name, anchor string
+	ours, theirs        float64
+	// higherBetter is true for rates (ops/s), false for times.
+	higherBetter bool
+	// target is the ratio connstore must reach (ours over theirs as a
+	// speed-up: rate ratio, or time ratio inverted).
+	target float64
+}
+
+// ratio is how many times better connstore is than the anchor.
+func (r row) ratio() float64 {
+	if r.higherBetter {
+		return r.ours / r.theirs
+	}
+	return r.theirs / r.ours
+}
+
+type report struct {
+	started time.Time
+	rows    []row
+	scale   []scalePoint
+	notes   []string
+}
+
+func (r *report) add(x row) { r.rows = append(r.rows, x) }
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run of %s (UTC), one PostgreSQL server, both sides in one process.\n\n", r.started.Format("2006-01-02 15:04"))
+	b.WriteString("| measurement | connstore | anchor | anchor figure | ratio | target | |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "| %s | %.4g | %s | %.4g | %.2f× | ≥ %.1f× | %s |\n", x.name, x.ours, x.anchor, x.theirs,
+			x.ratio(), x.target, met(x.ratio() >= x.target))
+	}
+	if len(r.scale) > 0 {
+		b.WriteString("\n| journal rows | retention batch (ms) | claim (ms) | due-sweep page (ms) |\n| --- | --- | --- | --- |\n")
+		for _, p := range r.scale {
+			fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f |\n", p.size, p.retention, p.claim, p.duePage)
+		}
+		first, last := r.scale[0], r.scale[len(r.scale)-1]
+		b.WriteString("\n| growth, largest over smallest journal | ratio | target | |\n| --- | --- | --- | --- |\n")
+		for _, g := range []struct {
+			name string
+			a, z float64
+		}{{"retention batch", first.retention, last.retention}, {"claim", first.claim, last.claim},
+			{"due-sweep page", first.duePage, last.duePage}} {
+			fmt.Fprintf(&b, "| %s, %d → %d rows | %.2f× | ≤ 1.3× | %s |\n", g.name, first.size, last.size, g.z/g.a,
+				met(g.z/g.a <= 1.3))
+		}
+	}
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "\n%s\n", n)
+	}
+	return b.String()
+}
+
+// chart draws the scale curves as an SVG: milliseconds against journal
+// rows on a log axis, one line per query.
+func (r *report) chart() string {
+	const w, h, pad = 640.0, 360.0, 56.0
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`, w, h)
+	b.WriteString(`<rect width="100%" height="100%" fill="white"/>`)
+	if len(r.scale) < 2 {
+		return b.String() + "</svg>"
+	}
+	maxY := 0.0
+	for _, p := range r.scale {
+		maxY = math.Max(maxY, math.Max(p.retention, math.Max(p.claim, p.duePage)))
+	}
+	maxY *= 1.15
+	lo, hi := math.Log10(float64(r.scale[0].size)), math.Log10(float64(r.scale[len(r.scale)-1].size))
+	x := func(n int) float64 { return pad + (math.Log10(float64(n))-lo)/(hi-lo)*(w-2*pad) }
+	y := func(v float64) float64 { return h - pad - v/maxY*(h-2*pad) }
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`, pad, h-pad, w-pad, h-pad)
+	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`, pad, pad, pad, h-pad)
+	for _, p := range r.scale {
+		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">%d</text>`, x(p.size), h-pad+18, p.size)
+	}
+	for i := 0; i <= 4; i++ {
+		v := maxY * float64(i) / 4
+		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="end">%.1f</text>`, pad-6, y(v)+4, v)
+	}
+	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">journal rows (log scale)</text>`, w/2, h-12)
+	fmt.Fprintf(&b, `<text x="14" y="%g" transform="rotate(-90 14 %g)" text-anchor="middle">milliseconds</text>`, h/2, h/2)
+	series := []struct {
+		name, color string
+		v           func(scalePoint) float64
+	}{{"retention batch (500)", "#c0392b", func(p scalePoint) float64 { return p.retention }},
+		{"claim (10)", "#2471a3", func(p scalePoint) float64 { return p.claim }},
+		{"due-sweep page (1,000)", "#1e8449", func(p scalePoint) float64 { return p.duePage }}}
+	for i, s := range series {
+		var pts []string
+		for _, p := range r.scale {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.size), y(s.v(p))))
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<text x="%g" y="%g" fill="%s">%s</text>`, pad+10, pad+16*float64(i), s.color, s.name)
+	}
+	return b.String() + "</svg>"
+}

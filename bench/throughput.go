@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/worker"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// noopArgs is River's job: nothing to do, as the pool's handler does nothing.
+type noopArgs struct{}
+
+func (noopArgs) Kind() string { return "noop" }
+
+type noopWorker struct{ river.WorkerDefaults[noopArgs] }
+
+func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
+
+// throughput works the same number of pre-inserted no-op items through
+// connstore's worker pool and through River, at 4 and 16 workers.
+func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
+	for _, workers := range []int{4, 16} {
+		cs, err := poolRun(ctx, dsn, jobs, workers)
+		if err != nil {
+			return fmt.Errorf("pool: %w", err)
+		}
+		rv, err := riverRun(ctx, dsn, jobs, workers)
+		if err != nil {
+			return fmt.Errorf("river: %w", err)
+		}
+		rep.add(row{group: "throughput", name: fmt.Sprintf("claim+commit, %d workers (ops/s)", workers),
+			ours: float64(jobs) / cs.Seconds(), theirs: float64(jobs) / rv.Seconds(), higherBetter: true,
+			anchor: "River v0.51.2", target: 1.2})
+	}
+	return nil
+}
+
+// poolRun times the worker pool from start until every operation is committed.
+func poolRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration, error) {
+	db, repo, _, err := store(ctx, dsn, repositoryOptions())
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now().UnixMilli()
+	rows := make([]models.Operation, jobs)
+	for i := range rows {
+		id := fmt.Sprintf("op-%07d", i)
+		rows[i] = models.Operation{CallerDID: "caller", OperationID: id, NodeKey: "n", OwnerDID: "owner",
+			ConnectorName: "crm", Model: "m", Op: "create", AccountKey: "a", Target: "t", DeterministicEventID: id,
+			PayloadHash: "h", ReissueIntent: models.JSON(`{}`), State: models.OperationAttempted, NextAttemptAt: &now,
+			CreatedAt: now, UpdatedAt: now}
+	}
+	if err := db.CreateInBatches(rows, 1000).Error; err != nil {
+		return 0, err
+	}
+	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: max(10, workers), LeaseFor: time.Minute,
+		PollInterval: time.Millisecond, FlushEvery: time.Millisecond,
+		Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
+	if err != nil {
+		return 0, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	start := time.Now()
+	ran := make(chan error, 1)
+	go func() { ran <- pool.Run(runCtx) }()
+	for pool.Stats().Committed < int64(jobs) {
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stop()
+	return elapsed, <-ran
+}
+
+// riverRun times River from start until its rows are completed in the
+// database, configured as River's own benchmark is (FetchCooldown 1 ms).
+func riverRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration, error) {
+	schema, sdsn, err := freshSchema(ctx, dsn, "rv")
+	if err != nil {
+		return 0, err
+	}
+	pool, err := pgxpool.New(ctx, sdsn)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return 0, err
+	}
+	ws := river.NewWorkers()
+	river.AddWorker(ws, noopWorker{})
+	client, err := river.NewClient(driver, &river.Config{Schema: schema, Workers: ws, FetchCooldown: time.Millisecond,
+		FetchPollInterval: time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}})
+	if err != nil {
+		return 0, err
+	}
+	params := make([]river.InsertManyParams, 0, 1000)
+	for i := 0; i < jobs; i++ {
+		if params = append(params, river.InsertManyParams{Args: noopArgs{}}); len(params) == 1000 || i == jobs-1 {
+			if _, err := client.InsertMany(ctx, params); err != nil {
+				return 0, err
+			}
+			params = params[:0]
+		}
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return 0, err
+	}
+	for {
+		var done int
+		if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".river_job WHERE state = 'completed'").Scan(&done); err != nil {
+			return 0, err
+		}
+		if done >= jobs {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return elapsed, client.Stop(stopCtx)
+}
