@@ -11,7 +11,7 @@ import (
 
 // scalePoint is one journal size's figures, in milliseconds.
 type scalePoint struct {
-	size                     int
+	size                      int
 	retention, claim, duePage float64
 }
 

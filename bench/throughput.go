@@ -59,7 +59,7 @@ func poolRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration,
 	if err := db.CreateInBatches(rows, 1000).Error; err != nil {
 		return 0, err
 	}
-	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: max(10, workers), LeaseFor: time.Minute,
+	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: 8 * max(10, workers), LeaseFor: time.Minute,
 		PollInterval: time.Millisecond, FlushEvery: time.Millisecond,
 		Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
 	if err != nil {

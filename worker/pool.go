@@ -18,7 +18,8 @@ type Config struct {
 	Handler Handler
 	// Concurrency is the most handlers running at once; 0 means 4.
 	Concurrency int
-	// BatchSize is the most operations one claim leases; 0 means Concurrency.
+	// BatchSize is the most operations one claim leases; 0 means
+	// Concurrency. The pool holds at most Concurrency + BatchSize leases.
 	BatchSize int
 	// LeaseFor is each lease's length; 0 means one minute.
 	LeaseFor time.Duration
@@ -27,6 +28,9 @@ type Config struct {
 	HeartbeatEvery time.Duration
 	// PollInterval is the wait after a claim found nothing; 0 means 100 ms.
 	PollInterval time.Duration
+	// FetchCooldown is the least time between claims, so freed slots are
+	// claimed for together; 0 means 1 ms.
+	FetchCooldown time.Duration
 	// FlushEvery is the longest a result waits to be recorded with others;
 	// 0 means 2 ms.
 	FlushEvery time.Duration
@@ -71,6 +75,9 @@ func New(repo *repository.Repository, cfg Config) (*Pool, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 100 * time.Millisecond
 	}
+	if cfg.FetchCooldown <= 0 {
+		cfg.FetchCooldown = time.Millisecond
+	}
 	if cfg.FlushEvery <= 0 {
 		cfg.FlushEvery = 2 * time.Millisecond
 	}
@@ -107,7 +114,10 @@ type done struct {
 // Run works until ctx is cancelled, then shuts down as the package doc
 // says, and returns nil; it returns early only on a configuration error.
 func (p *Pool) Run(ctx context.Context) error {
-	r := &run{pool: p, slots: make(chan struct{}, p.cfg.Concurrency), results: make(chan done, p.cfg.Concurrency),
+	// Up to one batch more than the handlers can run is held at once, so the
+	// next claim overlaps the recording of the last results.
+	r := &run{pool: p, slots: make(chan struct{}, p.cfg.Concurrency+p.cfg.BatchSize),
+		running: make(chan struct{}, p.cfg.Concurrency), results: make(chan done, p.cfg.Concurrency+p.cfg.BatchSize),
 		held: map[repository.Fence]*job{}}
 	// Handlers outlive ctx by the grace period; recording outlives them.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))

@@ -11,7 +11,7 @@ import (
 // recordBatch records one batch of outcomes, one batched write per kind,
 // retrying a failed statement (a lost connection) until ctx ends; the
 // fencing makes a retry of a landed write a replay. Then the operations
-// leave the held set and their slots free up.
+// leave the held set and their lease slots free up.
 func (r *run) recordBatch(ctx context.Context, batch []done) {
 	var (
 		commits   []repository.CommitParams

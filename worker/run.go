@@ -13,7 +13,8 @@ import (
 // run is one Run's state.
 type run struct {
 	pool     *Pool
-	slots    chan struct{} // one token per running or unrecorded handler
+	slots    chan struct{} // one token per held lease: running, queued or being recorded
+	running  chan struct{} // one token per running handler
 	results  chan done
 	handlers sync.WaitGroup
 
@@ -24,19 +25,30 @@ type run struct {
 // fetch claims while ctx lives, as many operations as there are free slots
 // (at most BatchSize), and starts a handler for each.
 func (r *run) fetch(ctx, work context.Context) {
+	// The claim itself runs on work's context: cancelled mid-statement it
+	// could lease rows and lose the reply, leaving leases nobody holds.
 	cfg := r.pool.cfg
+	last := time.Time{}
 	for ctx.Err() == nil {
 		select { // wait for one free slot
 		case r.slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
+		sleep(ctx, time.Until(last.Add(cfg.FetchCooldown))) // let more slots free up
+		last = time.Now()
 		free := 1
 		for free < cfg.BatchSize && len(r.slots) < cap(r.slots) {
 			r.slots <- struct{}{}
 			free++
 		}
-		ops, err := r.pool.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
+		if ctx.Err() != nil {
+			for range free {
+				<-r.slots
+			}
+			return
+		}
+		ops, err := r.pool.repo.ClaimOperations(work, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("connstore worker: claim failed", "err", err)
@@ -62,7 +74,9 @@ func (r *run) start(work context.Context, op models.Operation) {
 	r.held[j.fence] = j
 	r.mu.Unlock()
 	r.handlers.Go(func() {
+		r.running <- struct{}{}
 		res := r.call(hctx, j)
+		<-r.running
 		r.results <- done{job: j, result: res, interrupted: hctx.Err() != nil && res.kind != kindCommit}
 	})
 }
