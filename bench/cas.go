@@ -50,7 +50,7 @@ func cas(ctx context.Context, dsn string, rep *report) error {
 		return err
 	}
 	var oursRate, rawRate []float64
-	for range 5 {
+	for range 9 {
 		for _, m := range []struct {
 			fn  func() error
 			out *[]float64

@@ -2,12 +2,10 @@ package repository
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
-	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm/clause"
 )
 
@@ -86,12 +84,21 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
 }
 
+// casRow is what one CAS attempt reads.
+type casRow struct {
+	Checkpoint, Recovery models.JSON
+	Version              int64
+	Incarnation          *string
+}
+
 // tryUpdateProgress makes one attempt; done is false when the attempt lost
-// a race and should be retried.
+// a race and should be retried. The read and the guarded write are the
+// repository's own statements: the CAS does not depend on the plugin's
+// callbacks (or their cost), and status is deliberately not written.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
-	var rows []models.SyncState
-	err = r.primary(ctx).Scopes(scopes.Connector(p.ConnectorName), scopes.Owner(p.OwnerDID)).
-		Limit(1).Find(&rows).Error
+	var rows []casRow
+	err = r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
+		Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
 	if err != nil {
 		return false, err
 	}
@@ -99,23 +106,23 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 		return r.insertProgress(ctx, p)
 	}
 	row := &rows[0]
+	if row.Incarnation == nil || *row.Incarnation == "" {
+		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
+	}
 	res, err := recompute(ctx, p.Recompute, &SyncProgressCurrent{
-		Checkpoint: row.Checkpoint, Recovery: row.Recovery,
-		Version: row.Version, Incarnation: row.LockState().Incarnation,
+		Checkpoint: row.Checkpoint, Recovery: row.Recovery, Version: row.Version, Incarnation: *row.Incarnation,
 	})
 	if err != nil {
 		return false, err
 	}
-	// The hooks plugin adds WHERE version = ? AND incarnation = ? and
-	// version = version + 1; status is deliberately not in the map.
-	err = r.conn(ctx).Model(row).Updates(map[string]any{
-		"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt,
-		"entity_count": res.EntityCount, "error": res.Error, "recovery": res.Recovery,
-	}).Error
-	if errors.Is(err, hooks.ErrConflict) {
-		return false, nil
-	}
-	return err == nil, err
+	tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
+		Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
+			p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation).
+		UpdateColumns(map[string]any{
+			"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt, "entity_count": res.EntityCount,
+			"error": res.Error, "recovery": res.Recovery, "version": row.Version + 1,
+		})
+	return tx.Error == nil && tx.RowsAffected == 1, tx.Error
 }
 
 // insertProgress creates the missing row; done is false when a concurrent
