@@ -1,4 +1,4 @@
-.PHONY: test lint bench example
+.PHONY: test lint bench gobench example
 
 # The whole suite, with a throwaway PostgreSQL (see scripts/test.sh).
 test:
@@ -11,8 +11,13 @@ lint:
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd otelconnstore && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# Benchmarks against PostgreSQL and SQLite (see BENCHMARKS.md).
+# The side-by-side bench against River and raw pgx, on a throwaway
+# PostgreSQL; writes bench-results.md and bench-scale.svg (see BENCHMARKS.md).
+# The in-module Go benchmarks: make gobench.
 bench:
+	bash scripts/test.sh --bench
+
+gobench:
 	bash scripts/test.sh -run '^$$' -bench . -benchmem ./...
 
 example:

@@ -106,7 +106,7 @@ func (r *report) chart() string {
 		v           func(scalePoint) float64
 	}{{"retention batch (500)", "#c0392b", func(p scalePoint) float64 { return p.retention }},
 		{"claim (10)", "#2471a3", func(p scalePoint) float64 { return p.claim }},
-		{"due-sweep page (1,000)", "#1e8449", func(p scalePoint) float64 { return p.duePage }}}
+		{"due-sweep page (100)", "#1e8449", func(p scalePoint) float64 { return p.duePage }}}
 	for i, s := range series {
 		var pts []string
 		for _, p := range r.scale {

@@ -61,7 +61,9 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 	return nil
 }
 
-// firstDuePage reads the first 1,000 items of the streaming due sweep.
+// firstDuePage reads the first page (100 items) of the streaming due sweep:
+// 1% of even the smallest journal is due, so the page is due operations at
+// every size.
 func firstDuePage(ctx context.Context, repo *repository.Repository) error {
 	same := func(_ context.Context, ids []string) (map[string]string, error) {
 		out := make(map[string]string, len(ids))
@@ -71,11 +73,11 @@ func firstDuePage(ctx context.Context, repo *repository.Repository) error {
 		return out, nil
 	}
 	n := 0
-	for _, err := range repo.IterDue(ctx, repository.DueParams{Now: time.Now(), ReadWinners: same, PageSize: 1000}) {
+	for _, err := range repo.IterDue(ctx, repository.DueParams{Now: time.Now(), ReadWinners: same, PageSize: 100}) {
 		if err != nil {
 			return err
 		}
-		if n++; n == 1000 {
+		if n++; n == 100 {
 			break
 		}
 	}

@@ -96,6 +96,13 @@ if [ -z "${CONNSTORE_TEST_PG_DSN:-}" ]; then
 	start_pg
 fi
 
+if [ "${1:-}" = "--bench" ]; then
+	# The side-by-side bench (its own module, so River stays out of the core).
+	shift
+	log "bench"
+	(cd bench && go run . -out .. "$@")
+	exit
+fi
 if [ $# -gt 0 ]; then
 	# Explicit go test arguments (benchmarks, one package, -run ...).
 	go test "$@"
