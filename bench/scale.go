@@ -37,7 +37,7 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 			}
 		}
 		p := scalePoint{size: n}
-		if p.retention, err = medianMillis(5, collect); err != nil {
+		if p.retention, err = medianMillis(11, collect); err != nil {
 			return err
 		}
 		claim := func() error {

@@ -10,7 +10,8 @@ import (
 )
 
 // exampleSources are the files whose Example functions the README quotes.
-var exampleSources = []string{"example_test.go", "../hooks/example_test.go", "../otelconnstore/example_test.go"}
+var exampleSources = []string{"example_test.go", "../hooks/example_test.go", "../otelconnstore/example_test.go",
+	"../worker/example_test.go"}
 
 // TestReadmeSnippetsAreExamples: every Go snippet of the README is an
 // excerpt (its lines, in order) of one compiled, executed example.

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -144,18 +145,34 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 	}).Error
 }
 
+// insertCandidates inserts the candidates pending, candidateBatch rows per
+// statement, leaving existing ones as they are. The statement is written
+// out rather than built from structs: a relist can carry 100k candidates,
+// and per-row reflection would cost more than the inserts. The receipt's
+// key and the constants are bound once per statement, each row binds only
+// its document, source and model ids (VALUES columns are column1..3 on
+// both databases).
 func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int64) error {
+	head := `INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
+		document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.column1, v.column2, v.column3,
+			CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM (VALUES `
+	var sql strings.Builder
 	for start := 0; start < len(in); start += candidateBatch {
 		part := in[start:min(start+candidateBatch, len(in))]
-		rows := make([]models.SweepCandidate, len(part))
+		sql.Reset()
+		sql.WriteString(head)
+		args := make([]any, 0, 6+3*len(part))
+		args = append(args, key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now)
 		for i, c := range part {
-			rows[i] = models.SweepCandidate{
-				OwnerDID: key.OwnerDID, ConnectorName: key.ConnectorName, Partition: key.Partition,
-				Provenance: key.Provenance, DocumentID: c.DocumentID, SourceID: c.SourceID, ModelID: c.ModelID,
-				State: models.CandidatePending, UpdatedAt: now,
+			if i > 0 {
+				sql.WriteString(", ")
 			}
+			sql.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
+			args = append(args, c.DocumentID, c.SourceID, c.ModelID)
 		}
-		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error; err != nil {
+		sql.WriteString(") AS v WHERE true ON CONFLICT DO NOTHING") // WHERE: SQLite's upsert after a SELECT
+		if err := tx.Exec(sql.String(), args...).Error; err != nil {
 			return err
 		}
 	}
