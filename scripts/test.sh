@@ -113,7 +113,7 @@ fi
 nested="otelconnstore"
 log "go vet"
 go vet ./...
-for m in $nested; do (cd "$m" && go vet ./...); done
+for m in $nested bench; do (cd "$m" && go vet ./...); done
 log "go test -race"
 go test -race -count=1 -timeout 12m ./...
 for m in $nested; do
