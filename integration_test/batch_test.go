@@ -133,3 +133,42 @@ func TestBatchedLeaseWrites(t *testing.T) {
 		require.ErrorIs(t, err, repository.ErrInvalidInput)
 	})
 }
+
+// TestRecordOperationsBatch: one call records new operations, returns
+// earlier ones as they were, and reports a changed payload per item.
+func TestRecordOperationsBatch(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		recordOp(t, e, "caller", "old")
+		changed := opInput("caller", "old")
+		changed.PayloadHash = "another"
+		repo, rec := recordingRepo(t, e)
+		out, err := repo.RecordOperations(ctx(t), []repository.OperationInput{opInput("caller", "n1"),
+			opInput("caller", "old"), opInput("caller", "n2")})
+		require.NoError(t, err)
+		inserts := 0
+		for _, s := range rec.take() {
+			if strings.HasPrefix(s, "INSERT") {
+				inserts++
+			}
+		}
+		require.Equal(t, 1, inserts, "one statement records the batch")
+		require.True(t, out[0].Created)
+		require.False(t, out[1].Created)
+		require.Equal(t, "old", out[1].Operation.OperationID)
+		require.True(t, out[2].Created)
+		require.Equal(t, models.OperationAttempted, out[2].Operation.State)
+
+		again, err := e.repo.RecordOperations(ctx(t), []repository.OperationInput{changed, opInput("caller", "n1")})
+		require.NoError(t, err)
+		require.ErrorIs(t, again[0].Err, repository.ErrPayloadConflict)
+		require.False(t, again[1].Created)
+		require.Equal(t, int64(3), count(t, e.db, &models.Operation{}))
+
+		bad := opInput("caller", "n3")
+		bad.OwnerDID = ""
+		_, err = e.repo.RecordOperations(ctx(t), []repository.OperationInput{opInput("caller", "n4"), bad})
+		require.ErrorIs(t, err, repository.ErrInvalidInput)
+		require.Equal(t, int64(3), count(t, e.db, &models.Operation{}), "a bad item records nothing")
+	})
+}

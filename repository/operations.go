@@ -41,17 +41,7 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if err := r.inScope(ctx, in.OwnerDID, in.ConnectorName); err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
-	now := r.nowMillis()
-	row := &models.Operation{
-		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,
-		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
-		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
-		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent, DocumentID: in.DocumentID,
-		// Due at once. An explicit time rather than NULL keeps claim order
-		// (next_attempt_at ascending) the same on both databases, which
-		// place NULLs at opposite ends.
-		State: models.OperationAttempted, NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now,
-	}
+	row := r.operationRow(in)
 	tx := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row)
 	if tx.Error != nil {
 		return nil, false, fmt.Errorf("record operation %s/%s: %w", in.CallerDID, in.OperationID, tx.Error)
@@ -63,15 +53,101 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
+	if err := sameRecord(existing, in); err != nil {
+		return nil, false, err
+	}
+	return existing, false, nil
+}
+
+// operationRow is the row an input records, attempted and due at once. An
+// explicit time rather than NULL keeps claim order (next_attempt_at
+// ascending) the same on both databases, which place NULLs at opposite ends.
+func (r *Repository) operationRow(in OperationInput) *models.Operation {
+	now := r.nowMillis()
+	return &models.Operation{
+		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,
+		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
+		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
+		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent, DocumentID: in.DocumentID,
+		State: models.OperationAttempted, NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now,
+	}
+}
+
+// sameRecord refuses a replayed record that does not match the stored one.
+func sameRecord(existing *models.Operation, in OperationInput) error {
 	if existing.PayloadHash != in.PayloadHash {
-		return nil, false, fmt.Errorf("record operation %s/%s: %w (stored %s, given %s)",
+		return fmt.Errorf("record operation %s/%s: %w (stored %s, given %s)",
 			in.CallerDID, in.OperationID, ErrPayloadConflict, existing.PayloadHash, in.PayloadHash)
 	}
 	if in.DocumentID != nil && !equalPtr(existing.DocumentID, in.DocumentID) {
-		return nil, false, fmt.Errorf("record operation %s/%s: %w (stored document %s, given %s)",
+		return fmt.Errorf("record operation %s/%s: %w (stored document %s, given %s)",
 			in.CallerDID, in.OperationID, ErrPayloadConflict, ptrString(existing.DocumentID), *in.DocumentID)
 	}
-	return existing, false, nil
+	return nil
+}
+
+// RecordOutcome is one operation's result in RecordOperations.
+type RecordOutcome struct {
+	// Operation is the stored row; nil when Err is set.
+	Operation *models.Operation
+	// Created is false for an operation recorded before (same payload).
+	Created bool
+	// Err is ErrPayloadConflict for a replay with another payload.
+	Err error
+}
+
+// RecordOperations records many operations in one INSERT, each as
+// RecordOperation would: idempotent by (caller, operation id), a different
+// payload an ErrPayloadConflict in its outcome. Replays are read back in one
+// SELECT. A bad item fails the whole call with ErrInvalidInput and records
+// nothing.
+func (r *Repository) RecordOperations(ctx context.Context, ins []OperationInput) (_ []RecordOutcome, err error) {
+	ctx, end := r.start(ctx, "RecordOperations")
+	defer end(&err)
+	rows := make([]models.Operation, len(ins))
+	fences := make([]Fence, len(ins))
+	seen := map[opKey]bool{}
+	for i, in := range ins {
+		if err := validateOperationInput(in); err != nil {
+			return nil, fmt.Errorf("record operations: item %d: %w", i, err)
+		}
+		if err := r.inScope(ctx, in.OwnerDID, in.ConnectorName); err != nil {
+			return nil, fmt.Errorf("record operations: item %d: %w", i, err)
+		}
+		k := opKey{in.CallerDID, in.OperationID}
+		if seen[k] {
+			return nil, fmt.Errorf("record operations: %w", invalid("operation %s/%s appears twice", k.caller, k.id))
+		}
+		seen[k] = true
+		rows[i], fences[i] = *r.operationRow(in), Fence{CallerDID: in.CallerDID, OperationID: in.OperationID}
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	// The plugin seeds each row's incarnation before the INSERT: a stored
+	// row with that incarnation is one this call created.
+	if err := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 1000).Error; err != nil {
+		return nil, fmt.Errorf("record operations: %w", err)
+	}
+	stored, err := r.readFenced(ctx, fences)
+	if err != nil {
+		return nil, fmt.Errorf("record operations: %w", err)
+	}
+	out := make([]RecordOutcome, len(ins))
+	for i, in := range ins {
+		op := stored[opKey{in.CallerDID, in.OperationID}]
+		switch {
+		case op == nil:
+			out[i].Err = fmt.Errorf("record operation %s/%s: %w", in.CallerDID, in.OperationID, ErrNotFound)
+		case equalPtr(op.Incarnation, rows[i].Incarnation):
+			out[i] = RecordOutcome{Operation: op, Created: true}
+		default:
+			if out[i].Err = sameRecord(op, in); out[i].Err == nil {
+				out[i].Operation = op
+			}
+		}
+	}
+	return out, nil
 }
 
 // GetOperation returns one operation, or ErrNotFound.
