@@ -24,6 +24,7 @@ func main() {
 	out := flag.String("out", "..", "directory for bench-results.md and bench-scale.svg")
 	sizes := flag.String("sizes", "10000,100000,1000000", "journal sizes for the scale curves")
 	jobs := flag.Int("jobs", 4000, "operations (and River jobs) per throughput run")
+	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale)")
 	flag.Parse()
 	if *dsn == "" {
 		log.Fatal("bench: -dsn (or CONNSTORE_TEST_PG_DSN) is required")
@@ -48,6 +49,9 @@ func main() {
 		{"scale", func() error { return scale(ctx, *dsn, ns, rep) }},
 	}
 	for _, s := range steps {
+		if *only != "" && s.name != *only {
+			continue
+		}
 		log.Printf("bench: %s", s.name)
 		if err := s.run(); err != nil {
 			log.Fatalf("bench %s: %v", s.name, err)

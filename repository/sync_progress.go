@@ -6,6 +6,7 @@ import (
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -84,6 +85,24 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
 }
 
+// The CAS statements, written out for repositories without extra scopes.
+const (
+	casReadSQL = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
+		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
+	casWriteSQL = `UPDATE kubun_connector_sync_state SET checkpoint = ?, last_synced_at = ?, entity_count = ?,
+		error = ?, recovery = ?, version = ? WHERE connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?`
+)
+
+// casConn prepares the CAS statements once per connection on PostgreSQL.
+// Not on SQLite: a prepared statement would bypass sqliteconn's
+// context-aware wait for the write lock.
+func (r *Repository) casConn(db *gorm.DB) *gorm.DB {
+	if r.isPostgres() {
+		return db.Session(&gorm.Session{PrepareStmt: true})
+	}
+	return db
+}
+
 // casRow is what one CAS attempt reads.
 type casRow struct {
 	Checkpoint, Recovery models.JSON
@@ -97,8 +116,12 @@ type casRow struct {
 // callbacks (or their cost), and status is deliberately not written.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
 	var rows []casRow
-	err = r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
-		Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
+	if len(r.scopes) == 0 { // written out: the CAS is the hot path, and GORM's clause building is its cost
+		err = r.casConn(r.primary(ctx)).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Scan(&rows).Error
+	} else {
+		err = r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
+			Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
+	}
 	if err != nil {
 		return false, err
 	}
@@ -114,6 +137,11 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 	})
 	if err != nil {
 		return false, err
+	}
+	if len(r.scopes) == 0 {
+		tx := r.casConn(r.conn(ctx)).Exec(casWriteSQL, res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
+			row.Version+1, p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation)
+		return tx.Error == nil && tx.RowsAffected == 1, tx.Error
 	}
 	tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
 		Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
