@@ -60,13 +60,7 @@ func TestCommitOperationsOutcomes(t *testing.T) {
 		repo, rec := recordingRepo(t, e)
 		out, err := repo.CommitOperations(ctx(t), items)
 		require.NoError(t, err)
-		updates := 0
-		for _, s := range rec.take() {
-			if strings.HasPrefix(s, "UPDATE") {
-				updates++
-			}
-		}
-		require.Equal(t, 1, updates, "one statement for the batch")
+		require.Equal(t, 1, countPrefix(rec.take(), "UPDATE"), "one statement for the batch")
 		require.Len(t, out, 5)
 		require.Equal(t, models.OperationCommitted, out[0].Write.State)
 		require.Equal(t, "doc-1", *out[0].Write.DocumentID)
@@ -146,13 +140,7 @@ func TestRecordOperationsBatch(t *testing.T) {
 		out, err := repo.RecordOperations(ctx(t), []repository.OperationInput{opInput("caller", "n1"),
 			opInput("caller", "old"), opInput("caller", "n2")})
 		require.NoError(t, err)
-		inserts := 0
-		for _, s := range rec.take() {
-			if strings.HasPrefix(s, "INSERT") {
-				inserts++
-			}
-		}
-		require.Equal(t, 1, inserts, "one statement records the batch")
+		require.Equal(t, 1, countPrefix(rec.take(), "INSERT"), "one statement records the batch")
 		require.True(t, out[0].Created)
 		require.False(t, out[1].Created)
 		require.Equal(t, "old", out[1].Operation.OperationID)
@@ -171,4 +159,15 @@ func TestRecordOperationsBatch(t *testing.T) {
 		require.ErrorIs(t, err, repository.ErrInvalidInput)
 		require.Equal(t, int64(3), count(t, e.db, &models.Operation{}), "a bad item records nothing")
 	})
+}
+
+// countPrefix counts the statements that start with prefix.
+func countPrefix(stmts []string, prefix string) int {
+	n := 0
+	for _, s := range stmts {
+		if strings.HasPrefix(s, prefix) {
+			n++
+		}
+	}
+	return n
 }

@@ -124,14 +124,7 @@ func TestRetentionMatchesReferenceModel(t *testing.T) {
 			}
 
 			n := collect(t, e, time.UnixMilli(before), limit)
-			kept := remaining(t, e)
-			deleted := []string{}
-			for _, op := range rows {
-				if !slices.Contains(kept, op.OperationID) {
-					deleted = append(deleted, op.OperationID)
-				}
-			}
-			sort.Strings(deleted)
+			deleted := deletedSince(t, e, rows)
 			require.Equal(t, append([]string{}, want...), deleted, "case %d (seed %d): before=%d limit=%d now=%d\n%s",
 				i, seed, before, limit, now, describe(rows))
 			require.Equal(t, int64(len(want)), n, "case %d", i)
@@ -141,6 +134,20 @@ func TestRetentionMatchesReferenceModel(t *testing.T) {
 		require.Greater(t, limited, cases/20)
 		require.Greater(t, keptByDocument, cases/4)
 	})
+}
+
+// deletedSince returns, sorted, the ids of rows no longer stored.
+func deletedSince(t *testing.T, e *env, rows []models.Operation) []string {
+	t.Helper()
+	kept := remaining(t, e)
+	deleted := []string{}
+	for _, op := range rows {
+		if !slices.Contains(kept, op.OperationID) {
+			deleted = append(deleted, op.OperationID)
+		}
+	}
+	sort.Strings(deleted)
+	return deleted
 }
 
 // describe prints a history compactly for a failing case.
@@ -180,13 +187,7 @@ func TestRetentionPassesMatchReferenceModel(t *testing.T) {
 				want, _ := refCollect(rows, before, now, limit)
 				n := collect(t, e, time.UnixMilli(before), limit)
 				kept := remaining(t, e)
-				deleted := []string{}
-				for _, op := range rows {
-					if !slices.Contains(kept, op.OperationID) {
-						deleted = append(deleted, op.OperationID)
-					}
-				}
-				sort.Strings(deleted)
+				deleted := deletedSince(t, e, rows)
 				require.Equal(t, append([]string{}, want...), deleted, "case %d pass %d: before=%d limit=%d\n%s",
 					i, pass, before, limit, describe(rows))
 				require.Equal(t, int64(len(want)), n)
