@@ -14,6 +14,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,9 @@ func main() {
 	dsn := flag.String("dsn", os.Getenv("CONNSTORE_TEST_PG_DSN"), "PostgreSQL URL DSN")
 	out := flag.String("out", "..", "directory for bench-results.md and bench-scale.svg")
 	sizes := flag.String("sizes", "10000,100000,1000000", "journal sizes for the scale curves")
-	jobs := flag.Int("jobs", 4000, "operations (and River jobs) per throughput run")
+	jobs := flag.Int("jobs", 10000, "operations (and River jobs) per throughput run")
 	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *dsn == "" {
 		log.Fatal("bench: -dsn (or CONNSTORE_TEST_PG_DSN) is required")
@@ -36,6 +38,16 @@ func main() {
 			log.Fatalf("bench: -sizes: %v", err)
 		}
 		ns = append(ns, n)
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
 	rep := &report{started: time.Now().UTC()}

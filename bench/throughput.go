@@ -22,21 +22,33 @@ type noopWorker struct{ river.WorkerDefaults[noopArgs] }
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
+// throughputRounds is how many paired rounds each worker count runs.
+const throughputRounds = 3
+
 // throughput works the same number of pre-inserted no-op items through
-// connstore's worker pool and through River, at 4 and 16 workers.
+// connstore's worker pool and through River, at 4 and 16 workers, in paired
+// rounds of alternating order.
 func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 	for _, workers := range []int{4, 16} {
-		cs, err := poolRun(ctx, dsn, jobs, workers)
-		if err != nil {
-			return fmt.Errorf("pool: %w", err)
-		}
-		rv, err := riverRun(ctx, dsn, jobs, workers)
-		if err != nil {
-			return fmt.Errorf("river: %w", err)
+		var ours, theirs, rounds []float64
+		for i := range throughputRounds {
+			pair := [2]float64{}
+			for _, k := range alternate(i) {
+				run, what := poolRun, "pool"
+				if k == 1 {
+					run, what = riverRun, "river"
+				}
+				d, err := run(ctx, dsn, jobs, workers)
+				if err != nil {
+					return fmt.Errorf("%s: %w", what, err)
+				}
+				pair[k] = float64(jobs) / d.Seconds()
+			}
+			ours, theirs, rounds = append(ours, pair[0]), append(theirs, pair[1]), append(rounds, pair[0]/pair[1])
 		}
 		rep.add(row{group: "throughput", name: fmt.Sprintf("claim+commit, %d workers (ops/s)", workers),
-			ours: float64(jobs) / cs.Seconds(), theirs: float64(jobs) / rv.Seconds(), higherBetter: true,
-			anchor: "River v0.51.2", target: 1.2})
+			ours: median(ours), theirs: median(theirs), higherBetter: true, anchor: "River v0.51.2", target: 1.2,
+			rounds: rounds})
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 // leaseMany records and leases n operations and returns their fences.
@@ -85,6 +86,75 @@ func TestCommitOperationsOutcomes(t *testing.T) {
 
 		_, err = e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: fs[0]}, {Fence: fs[0]}})
 		require.ErrorIs(t, err, repository.ErrInvalidInput, "an operation named twice")
+	})
+}
+
+// TestBatchStatementTextIndependentOfSize: a batch of 2 and one of 5 run
+// the same statement text, so PostgreSQL prepares and plans it once; the
+// rows travel as one value.
+func TestBatchStatementTextIndependentOfSize(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		rec := newSQLRecorder()
+		rec.bare = true
+		repo, err := repository.New(e.db.Session(&gorm.Session{Logger: rec}),
+			repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+		require.NoError(t, err)
+		var texts []string
+		for _, n := range []int{2, 5} {
+			fs := leaseMany(t, e, fmt.Sprintf("n%d", n), n, time.Minute)
+			items := make([]repository.CommitParams, n)
+			for i, f := range fs {
+				etag := fmt.Sprintf("etag-%d", i) // a column that differs per row
+				items[i] = repository.CommitParams{Fence: f, ProviderEtag: &etag}
+			}
+			rec.take()
+			out, err := repo.CommitOperations(ctx(t), items)
+			require.NoError(t, err)
+			for i, o := range out {
+				require.NoError(t, o.Err)
+				require.Equal(t, fmt.Sprintf("etag-%d", i), *o.Write.ProviderEtag, "each row gets its own value")
+			}
+			stmts := rec.take()
+			require.Len(t, stmts, 1)
+			texts = append(texts, stmts[0])
+		}
+		require.Equal(t, texts[0], texts[1])
+	})
+}
+
+// TestBatchGuardsPerRow: in one batch, a commit naming another document than
+// the recorded one is refused while its neighbours land, one of them
+// setting its document and one leaving it alone.
+func TestBatchGuardsPerRow(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		for i := range 3 {
+			in := opInput("caller", fmt.Sprintf("g%d", i))
+			in.OwnerDID = "g"
+			if i == 1 {
+				in.DocumentID = models.StrPtr("doc-a")
+			}
+			_, _, err := e.repo.RecordOperation(ctx(t), in)
+			require.NoError(t, err)
+		}
+		ops, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 3, LeaseFor: time.Minute, OwnerDID: "g"})
+		require.NoError(t, err)
+		require.Len(t, ops, 3)
+		docB, docA := "doc-b", "doc-a"
+		out, err := e.repo.CommitOperations(ctx(t), []repository.CommitParams{
+			{Fence: repository.FenceOf(&ops[0]), DocumentID: &docB},
+			{Fence: repository.FenceOf(&ops[1]), DocumentID: &docB},
+			{Fence: repository.FenceOf(&ops[2])},
+		})
+		require.NoError(t, err)
+		require.Equal(t, "doc-b", *out[0].Write.DocumentID)
+		require.ErrorIs(t, out[1].Err, repository.ErrInvalidInput, "g1 is linked to doc-a")
+		require.Nil(t, out[2].Write.DocumentID)
+		require.Equal(t, models.OperationAttempted, snapshot(t, e, "caller", "g1").State)
+		relinked, err := e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: repository.FenceOf(&ops[1]), DocumentID: &docA}})
+		require.NoError(t, err)
+		require.NoError(t, relinked[0].Err, "the recorded document is accepted")
 	})
 }
 

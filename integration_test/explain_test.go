@@ -13,11 +13,22 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// sqlRecorder is a gorm logger that keeps every statement, values inlined.
+// sqlRecorder is a gorm logger that keeps every statement, values inlined
+// (or, with bare set, as the driver received it, placeholders and all).
 type sqlRecorder struct {
 	logger.Interface
+	bare  bool
 	mu    sync.Mutex
 	stmts []string
+}
+
+// ParamsFilter implements gorm.ParamsFilter: a bare recorder
+// keeps the statement text without its values.
+func (r *sqlRecorder) ParamsFilter(_ context.Context, sql string, params ...any) (string, []any) {
+	if r.bare {
+		return sql, nil
+	}
+	return sql, params
 }
 
 func newSQLRecorder() *sqlRecorder { return &sqlRecorder{Interface: logger.Discard} }
@@ -104,7 +115,16 @@ func TestExplainClaimAndDueUseIndexes(t *testing.T) {
 	repo, rec := recordingRepo(t, e)
 	e.clock.ms.Store(50000)
 
-	_, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
+	ops, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation")
+
+	// The batched commit joins its rows by primary key.
+	commits := make([]repository.CommitParams, len(ops))
+	for i := range ops {
+		commits[i] = repository.CommitParams{Fence: repository.FenceOf(&ops[i])}
+	}
+	_, err = repo.CommitOperations(ctx(t), commits)
 	require.NoError(t, err)
 	requireIndexBound(t, e.db, rec.take(), "kubun_connector_operation")
 

@@ -68,6 +68,25 @@ func TestExpectedOutcomesStayOutOfTheLog(t *testing.T) {
 	})
 }
 
+// TestParameterizedQueriesStayParameterized: an application logger that
+// keeps values out of its log (gorm's ParameterizedQueries) does so for the
+// repository's statements too, so a saved verifier never reaches it.
+func TestParameterizedQueriesStayParameterized(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		sink := &syncBuffer{}
+		db := e.db.Session(&gorm.Session{Logger: logger.New(log.New(sink, "", 0),
+			logger.Config{LogLevel: logger.Info, Colorful: false, ParameterizedQueries: true})})
+		repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+		require.NoError(t, err)
+		_, err = repo.SavePendingAuth(ctx(t), pendingInput(e, "param-state"))
+		require.NoError(t, err)
+		require.Contains(t, sink.String(), "kubun_connector_pending_auth", "the statement is logged")
+		require.NotContains(t, sink.String(), verifier, "its values are not")
+		require.NotContains(t, sink.String(), "param-state")
+	})
+}
+
 // TestHookSecondUse: db.Use of a second plugin is refused with gorm's
 // ErrRegistered and the first stays bound; Initialize re-binds without
 // stacking a second guard.

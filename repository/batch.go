@@ -3,13 +3,10 @@ package repository
 import (
 	"context"
 	"fmt"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -120,10 +117,10 @@ type opKey struct{ caller, id string }
 
 func keyOf(f Fence) opKey { return opKey{f.CallerDID, f.OperationID} }
 
-// batchFenced applies ws in one UPDATE: each row is matched by its own
-// fence (caller, id, token) and guards, every row must still be attempted
-// and leased at the lease clock's now, and each column is set per row by a
-// CASE on the key. Rows it did not change are read back in one SELECT and
+// batchFenced applies ws in one UPDATE joined to the batch's rows (see
+// planBatch): each row is matched by its own fence (caller, id, token) and
+// guards, and every row must still be attempted and leased at the lease
+// clock's now. Rows it did not change are read back in one SELECT and
 // explained as the single-row writes explain them.
 func (r *Repository) batchFenced(ctx context.Context, action string, ws []fencedWrite) ([]BatchOutcome, error) {
 	if len(ws) == 0 {
@@ -141,12 +138,18 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		seen[k] = true
 		r.prepare(&ws[i])
 	}
-	var rows []models.Operation
-	err := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-		Scopes(scopes.State(models.OperationAttempted)).
-		Where(clause.Gte{Column: clause.Column{Name: "lease_expires_at"}, Value: r.leaseNow()}).
-		Where(clause.Or(rowMatches(ws)...)).Updates(batchSet(ws)).Error
+	plan, err := planBatch(r.db.Dialector.Name(), ws)
 	if err != nil {
+		return nil, fmt.Errorf("%s: %w", action, err)
+	}
+	var rows []models.Operation
+	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).
+		Scopes(scopes.State(models.OperationAttempted)).
+		Where(clause.Gte{Column: clause.Column{Name: "lease_expires_at"}, Value: r.leaseNow()})
+	for _, c := range plan.where {
+		q = q.Where(c)
+	}
+	if err := q.Updates(plan.set).Error; err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
 	written := make(map[opKey]*models.Operation, len(rows))
@@ -154,66 +157,6 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		written[opKey{rows[i].CallerDID, rows[i].OperationID}] = &rows[i]
 	}
 	return r.outcomes(ctx, action, ws, written)
-}
-
-// rowMatches is each write's own WHERE: its fence and its guards.
-func rowMatches(ws []fencedWrite) []clause.Expression {
-	out := make([]clause.Expression, len(ws))
-	for i, w := range ws {
-		conds := append([]clause.Expression{
-			clause.Eq{Column: clause.Column{Name: "caller_did"}, Value: w.fence.CallerDID},
-			clause.Eq{Column: clause.Column{Name: "operation_id"}, Value: w.fence.OperationID},
-			clause.Eq{Column: clause.Column{Name: "lease_token"}, Value: w.fence.LeaseToken},
-		}, w.guards...)
-		out[i] = clause.And(conds...)
-	}
-	return out
-}
-
-// batchSet is the SET list: a column every write sets to the same value is
-// set plainly; any other is a CASE on the row's key, keeping the stored
-// value for a row that does not set it.
-func batchSet(ws []fencedWrite) map[string]any {
-	set := map[string]any{}
-	for _, w := range ws {
-		for col := range w.set {
-			set[col] = nil
-		}
-	}
-	for col := range set {
-		if v, same := sameValue(ws, col); same {
-			set[col] = v
-			continue
-		}
-		var sql strings.Builder
-		vars := make([]any, 0, 3*len(ws)+1)
-		sql.WriteString("CASE")
-		for _, w := range ws {
-			v, ok := w.set[col]
-			if !ok {
-				continue
-			}
-			sql.WriteString(" WHEN caller_did = ? AND operation_id = ? THEN ?")
-			vars = append(vars, w.fence.CallerDID, w.fence.OperationID, v)
-		}
-		sql.WriteString(" ELSE ? END")
-		set[col] = gorm.Expr(sql.String(), append(vars, clause.Column{Name: col})...)
-	}
-	return set
-}
-
-// sameValue reports whether every write sets col, to one value.
-func sameValue(ws []fencedWrite, col string) (any, bool) {
-	first, ok := ws[0].set[col]
-	if !ok {
-		return nil, false
-	}
-	for _, w := range ws[1:] {
-		if v, ok := w.set[col]; !ok || !reflect.DeepEqual(v, first) {
-			return nil, false
-		}
-	}
-	return first, true
 }
 
 // outcomes explains every write: written rows as they were returned, the

@@ -25,7 +25,7 @@ type fencedWrite struct {
 	set    map[string]any
 	// guards narrow the UPDATE beyond the fence; mismatch explains a row
 	// they refused (nil when they did not).
-	guards   []clause.Expression
+	guards   []guard
 	mismatch func(*models.Operation) error
 	// ends marks a lease-ending write: it clears the lease and records the
 	// token it ended. replayed reports that a stored row whose lease this
@@ -48,7 +48,7 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
 			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
 	for _, g := range w.guards {
-		q = q.Where(g)
+		q = q.Where(g.expr())
 	}
 	err := q.Updates(w.set).Error
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/models"
-	"gorm.io/gorm/clause"
 )
 
 // CommitParams records a write that landed.
@@ -56,7 +55,7 @@ func commitWrite(p CommitParams) (fencedWrite, error) {
 	}}
 	if p.DocumentID != nil {
 		w.set["document_id"] = *p.DocumentID
-		w.guards = []clause.Expression{sameDocument(*p.DocumentID)}
+		w.guards = []guard{{col: "document_id", value: *p.DocumentID, orNull: true}}
 		w.mismatch = func(op *models.Operation) error {
 			if op.DocumentID == nil || *op.DocumentID == *p.DocumentID {
 				return nil
@@ -66,13 +65,6 @@ func commitWrite(p CommitParams) (fencedWrite, error) {
 		}
 	}
 	return w, nil
-}
-
-// sameDocument lets a commit set document_id only where none is recorded
-// yet or the recorded one is the same.
-func sameDocument(id string) clause.Expression {
-	return clause.Or(clause.Eq{Column: clause.Column{Name: "document_id"}, Value: nil},
-		clause.Eq{Column: clause.Column{Name: "document_id"}, Value: id})
 }
 
 // MarkOperationDead ends the operation as dead (it needs a user's action).
@@ -154,7 +146,7 @@ func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fenced
 		set["state"], set["next_attempt_at"] = models.OperationAttempted, r.now().Add(delay).UnixMilli()
 	}
 	return fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
-		guards: []clause.Expression{clause.Eq{Column: clause.Column{Name: "attempts"}, Value: cur.Attempts}},
+		guards: []guard{{col: "attempts", value: cur.Attempts}},
 		mismatch: func(op *models.Operation) error {
 			if op.Attempts == cur.Attempts {
 				return nil

@@ -28,3 +28,13 @@ func (q quietLogger) Trace(ctx context.Context, begin time.Time, fc func() (stri
 	}
 	q.Interface.Trace(ctx, begin, fc, err)
 }
+
+// ParamsFilter implements gorm.ParamsFilter by asking the
+// application's logger, so one that keeps values out of its log (gorm's
+// ParameterizedQueries) still does for the repository's statements.
+func (q quietLogger) ParamsFilter(ctx context.Context, sql string, params ...any) (string, []any) {
+	if f, ok := q.Interface.(gorm.ParamsFilter); ok {
+		return f.ParamsFilter(ctx, sql, params...)
+	}
+	return sql, params
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -37,6 +38,7 @@ type Options struct {
 // Repository is the connstore store API over one *gorm.DB.
 type Repository struct {
 	db         *gorm.DB
+	sess       *gorm.DB // db as every call starts from it (see session)
 	now        func() time.Time
 	newID      func() string
 	backoff    BackoffPolicy
@@ -44,7 +46,8 @@ type Repository struct {
 	log        *slog.Logger
 	obs        Observer
 	scopes     []scopes.Scope
-	err        error // refuses every call (a handle without the plugin)
+	returnOps  clause.Returning // every operation column, by name (see returning)
+	err        error            // refuses every call (a handle without the plugin)
 }
 
 // New returns a repository on db, which must have the hooks plugin
@@ -80,7 +83,11 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Repository{db: db, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
+	returnOps, err := returning(db, &models.Operation{})
+	if err != nil {
+		return nil, err
+	}
+	return &Repository{db: db, sess: session(db), returnOps: returnOps, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
 		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer}, nil
 }
 
@@ -90,7 +97,7 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 // ErrPluginMissing rather than writing unguarded.
 func (r *Repository) WithTx(tx *gorm.DB) *Repository {
 	cp := *r
-	cp.db, cp.err = tx, nil
+	cp.db, cp.sess, cp.err = tx, session(tx), nil
 	if !hooks.Registered(tx) {
 		cp.err = fmt.Errorf("%w: the handle given to WithTx has none", ErrPluginMissing)
 	}
@@ -112,7 +119,10 @@ func (r *Repository) Transaction(ctx context.Context, fn func(tx *gorm.DB, repo 
 // logging through quietLogger, with the repository's scopes applied. Reads
 // through it may go to a read replica.
 func (r *Repository) conn(ctx context.Context) *gorm.DB {
-	db := r.base(ctx).Scopes(r.scopes...)
+	db := r.base(ctx)
+	if len(r.scopes) > 0 {
+		db = db.Scopes(r.scopes...)
+	}
 	if r.err != nil {
 		_ = db.AddError(r.err)
 	}
@@ -120,8 +130,28 @@ func (r *Repository) conn(ctx context.Context) *gorm.DB {
 }
 
 // base is conn without the scopes and the refusal.
-func (r *Repository) base(ctx context.Context) *gorm.DB {
-	return r.db.WithContext(ctx).Session(&gorm.Session{SkipDefaultTransaction: true, Logger: quietLogger{r.db.Logger}})
+func (r *Repository) base(ctx context.Context) *gorm.DB { return r.sess.WithContext(ctx) }
+
+// returning names every column of model: RETURNING * of an UPDATE … FROM
+// would also return the joined table's columns on PostgreSQL.
+func returning(db *gorm.DB, model any) (clause.Returning, error) {
+	stmt := &gorm.Statement{DB: db}
+	if err := stmt.Parse(model); err != nil {
+		return clause.Returning{}, fmt.Errorf("parse %T: %w", model, err)
+	}
+	cols := make([]clause.Column, len(stmt.Schema.DBNames))
+	for i, name := range stmt.Schema.DBNames {
+		cols[i] = clause.Column{Name: name}
+	}
+	return clause.Returning{Columns: cols}, nil
+}
+
+// session is db without gorm's implicit per-statement transaction (every
+// single statement is already atomic), logging through quietLogger. It is
+// built once per repository: a session per call costs a statement clone
+// on every hot-path statement.
+func session(db *gorm.DB) *gorm.DB {
+	return db.Session(&gorm.Session{SkipDefaultTransaction: true, Logger: quietLogger{db.Logger}})
 }
 
 // primary is conn for a read that a write depends on (or that must see the

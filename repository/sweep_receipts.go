@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -11,8 +10,8 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// candidateBatch is the rows per candidate INSERT: 13 columns stay well
-// under both databases' bound-parameter limits.
+// candidateBatch is the rows per candidate INSERT: it bounds the memory a
+// relist's statements hold, whatever the number of candidates.
 const candidateBatch = 1000
 
 // recordRetries bounds re-runs of a receipt transaction that still met a
@@ -149,30 +148,27 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 // statement, leaving existing ones as they are. The statement is written
 // out rather than built from structs: a relist can carry 100k candidates,
 // and per-row reflection would cost more than the inserts. The receipt's
-// key and the constants are bound once per statement, each row binds only
-// its document, source and model ids (VALUES columns are column1..3 on
-// both databases).
+// key and the constants are bound once per statement; the rows' document,
+// source and model ids travel as one JSON value (see jsonTable).
 func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int64) error {
-	head := `INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
-		document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
-		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.column1, v.column2, v.column3,
-			CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM (VALUES `
-	var sql strings.Builder
+	cols := []batchCol{{"v_document_id", "text"}, {"v_source_id", "text"}, {"v_model_id", "text"}}
+	rows := make([][]any, 0, min(candidateBatch, len(in)))
 	for start := 0; start < len(in); start += candidateBatch {
-		part := in[start:min(start+candidateBatch, len(in))]
-		sql.Reset()
-		sql.WriteString(head)
-		args := make([]any, 0, 6+3*len(part))
-		args = append(args, key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now)
-		for i, c := range part {
-			if i > 0 {
-				sql.WriteString(", ")
-			}
-			sql.WriteString("(CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT))")
-			args = append(args, c.DocumentID, c.SourceID, c.ModelID)
+		rows = rows[:0]
+		for _, c := range in[start:min(start+candidateBatch, len(in))] {
+			rows = append(rows, []any{c.DocumentID, c.SourceID, c.ModelID})
 		}
-		sql.WriteString(") AS v WHERE true ON CONFLICT DO NOTHING") // WHERE: SQLite's upsert after a SELECT
-		if err := tx.Exec(sql.String(), args...).Error; err != nil {
+		from, doc, err := jsonTable(tx.Dialector.Name(), cols, rows)
+		if err != nil {
+			return err
+		}
+		// WHERE true: SQLite's upsert after a SELECT needs it.
+		err = tx.Exec(`INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
+			document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
+			SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.v_document_id, v.v_source_id,
+				v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
+			key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now, doc).Error
+		if err != nil {
 			return err
 		}
 	}

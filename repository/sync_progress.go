@@ -115,13 +115,7 @@ type casRow struct {
 // repository's own statements: the CAS does not depend on the plugin's
 // callbacks (or their cost), and status is deliberately not written.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
-	var rows []casRow
-	if len(r.scopes) == 0 { // written out: the CAS is the hot path, and GORM's clause building is its cost
-		err = r.casConn(r.primary(ctx)).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Scan(&rows).Error
-	} else {
-		err = r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
-			Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
-	}
+	rows, err := r.readProgress(ctx, p)
 	if err != nil {
 		return false, err
 	}
@@ -151,6 +145,33 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 			"error": res.Error, "recovery": res.Recovery, "version": row.Version + 1,
 		})
 	return tx.Error == nil && tx.RowsAffected == 1, tx.Error
+}
+
+// readProgress reads the row a CAS attempt starts from (none or one).
+func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParams) ([]casRow, error) {
+	var rows []casRow
+	if len(r.scopes) > 0 {
+		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
+			Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
+		return rows, err
+	}
+	// Written out and scanned by hand: the CAS is the hot path, and GORM's
+	// clause building, Scan's reflection and its SQL-explaining trace
+	// recorder were most of its cost. The statement still runs through
+	// GORM's callbacks, so the application's logger and tracer see it.
+	sqlRows, err := r.casConn(r.primary(ctx)).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer sqlRows.Close()
+	for sqlRows.Next() {
+		var row casRow
+		if err := sqlRows.Scan(&row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation); err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, sqlRows.Err()
 }
 
 // insertProgress creates the missing row; done is false when a concurrent

@@ -1,0 +1,163 @@
+package repository
+
+import (
+	"reflect"
+	"slices"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// guard narrows a fenced write beyond its fence: the stored column must
+// equal value, or with orNull may also still be NULL.
+type guard struct {
+	col    string
+	value  any
+	orNull bool
+}
+
+// expr is the guard as one row's condition.
+func (g guard) expr() clause.Expression {
+	eq := clause.Eq{Column: clause.Column{Name: g.col}, Value: g.value}
+	if g.orNull {
+		return clause.Or(clause.Eq{Column: clause.Column{Name: g.col}, Value: nil}, eq)
+	}
+	return eq
+}
+
+// batchPlan is one batched fenced write as a join: the per-row values travel
+// as one JSON parameter that the FROM clause reads back as a table v, matched
+// to the operations by primary key and token. The statement text depends on
+// the batch's shape (which columns vary), never on its size, so PostgreSQL
+// prepares and plans it once; and each row is found by an index probe, where
+// an OR of every fence with a CASE per column cost O(rows²).
+type batchPlan struct {
+	from  clause.Interface
+	set   map[string]any
+	where []clause.Expression
+}
+
+// planBatch builds the join for ws. A column every write sets to one value
+// is set plainly; a column set to different values reads v.v_<col>, behind
+// a per-row flag s_<col> where some writes leave it alone; a guard col is
+// g_<col>, NULL for a row without that guard.
+func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
+	cols := []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}, {"v_lease_token", "text"}}
+	rows := make([][]any, len(ws))
+	for i, w := range ws {
+		rows[i] = []any{w.fence.CallerDID, w.fence.OperationID, w.fence.LeaseToken}
+	}
+	p := batchPlan{set: map[string]any{}, where: []clause.Expression{
+		clause.Expr{SQL: "caller_did = v.v_caller_did AND operation_id = v.v_operation_id AND lease_token = v.v_lease_token"},
+	}}
+	for _, col := range setColumns(ws) {
+		if v, same := sameValue(ws, col); same {
+			p.set[col] = v
+			continue
+		}
+		all := true
+		for i, w := range ws {
+			v, ok := w.set[col]
+			all = all && ok
+			rows[i] = append(rows[i], v)
+		}
+		cols = append(cols, batchCol{"v_" + col, ""})
+		p.set[col] = gorm.Expr("v.v_" + col)
+		if !all {
+			for i, w := range ws {
+				_, ok := w.set[col]
+				rows[i] = append(rows[i], ok)
+			}
+			cols = append(cols, batchCol{"s_" + col, "boolean"})
+			p.set[col] = gorm.Expr("CASE WHEN v.s_"+col+" THEN v.v_"+col+" ELSE ? END", clause.Column{Name: col})
+		}
+	}
+	for _, g := range guardColumns(ws) {
+		for i, w := range ws {
+			rows[i] = append(rows[i], guardValue(w, g.col))
+		}
+		cols = append(cols, batchCol{"g_" + g.col, ""})
+		cond := "v.g_" + g.col + " IS NULL OR " + g.col + " = v.g_" + g.col
+		if g.orNull {
+			cond = "v.g_" + g.col + " IS NULL OR " + g.col + " IS NULL OR " + g.col + " = v.g_" + g.col
+		}
+		p.where = append(p.where, clause.Expr{SQL: "(" + cond + ")"})
+	}
+	sql, doc, err := jsonTable(dialect, cols, rows)
+	if err != nil {
+		return batchPlan{}, err
+	}
+	p.from = fromRows{sql: sql, doc: doc}
+	return p, nil
+}
+
+// setColumns is every column some write sets, in a stable order.
+func setColumns(ws []fencedWrite) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range ws {
+		for col := range w.set {
+			if !seen[col] {
+				seen[col] = true
+				out = append(out, col)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// guardColumns is one guard per guarded column, in a stable order.
+func guardColumns(ws []fencedWrite) []guard {
+	seen := map[string]guard{}
+	var names []string
+	for _, w := range ws {
+		for _, g := range w.guards {
+			if _, ok := seen[g.col]; !ok {
+				seen[g.col] = g
+				names = append(names, g.col)
+			}
+		}
+	}
+	out := make([]guard, 0, len(names))
+	slices.Sort(names)
+	for _, n := range names {
+		out = append(out, seen[n])
+	}
+	return out
+}
+
+func guardValue(w fencedWrite, col string) any {
+	for _, g := range w.guards {
+		if g.col == col {
+			return g.value
+		}
+	}
+	return nil
+}
+
+// sameValue reports whether every write sets col, to one value.
+func sameValue(ws []fencedWrite, col string) (any, bool) {
+	first, ok := ws[0].set[col]
+	if !ok {
+		return nil, false
+	}
+	for _, w := range ws[1:] {
+		if v, ok := w.set[col]; !ok || !reflect.DeepEqual(v, first) {
+			return nil, false
+		}
+	}
+	return first, true
+}
+
+// fromRows is the FROM clause of a batched UPDATE.
+type fromRows struct{ sql, doc string }
+
+// Name implements clause.Interface.
+func (fromRows) Name() string { return "FROM" }
+
+// Build implements clause.Expression.
+func (f fromRows) Build(b clause.Builder) { clause.Expr{SQL: f.sql, Vars: []any{f.doc}}.Build(b) }
+
+// MergeClause implements clause.Interface.
+func (f fromRows) MergeClause(c *clause.Clause) { c.Expression = f }
