@@ -102,3 +102,20 @@ func retentionHoldMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// dropLeaseIndexMigration drops the index on lease_expires_at. No query
+// reads through it (the claim finds due rows by (state, next_attempt_at) and
+// checks the lease on the row), and every claim, heartbeat and finish writes
+// a new entry into it: on a busy journal it cost index upkeep for nothing.
+func dropLeaseIndexMigration() *gormigrate.Migration {
+	return &gormigrate.Migration{
+		ID: "connstore_0010_drop_lease_index",
+		Migrate: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`DROP INDEX IF EXISTS kubun_connector_operation_lease_idx`})
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`CREATE INDEX IF NOT EXISTS kubun_connector_operation_lease_idx
+				ON kubun_connector_operation (lease_expires_at)`})
+		},
+	}
+}

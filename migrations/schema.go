@@ -205,6 +205,7 @@ func all() []*gormigrate.Migration {
 		candidatePagingMigration(),
 		receiptSequenceIndexMigration(),
 		retentionHoldMigration(),
+		dropLeaseIndexMigration(),
 	}
 }
 

@@ -35,7 +35,7 @@ type Operation struct {
 	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
 	Lock
 	LeaseToken     *string `gorm:"column:lease_token"`
-	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint;index:kubun_connector_operation_lease_idx,priority:1"`
+	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint"`
 	// EndedLeaseToken is the token of the lease the last lease-ending write
 	// (commit, failure, dead, reconcile-only, release) ended; it lets a
 	// holder's retry after a lost reply be told apart from a lost lease.

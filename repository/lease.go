@@ -10,6 +10,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -24,7 +25,8 @@ type ClaimParams struct {
 }
 
 // ClaimOperations leases up to Limit due attempted operations whose lease is
-// free or expired, oldest next_attempt_at first, under one fresh lease token
+// free or expired, oldest next_attempt_at first (unscheduled ones after),
+// under one fresh lease token
 // (returned on every row). It is one UPDATE … WHERE key IN (SELECT … LIMIT n)
 // RETURNING *: on Postgres the inner SELECT takes FOR UPDATE SKIP LOCKED, so
 // concurrent claimers neither block on nor double-claim a row; on SQLite the
@@ -40,25 +42,20 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 		return nil, fmt.Errorf("claim operations: %w", invalid("lease duration %v must be positive", p.LeaseFor))
 	}
 	now := r.now()
-	due := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id").
-		Scopes(scopes.State(models.OperationAttempted), scopes.Due(now), scopes.LeaseFreeAt(r.leaseNow())).
-		Order("next_attempt_at").Limit(p.Limit)
-	if p.ConnectorName != "" {
-		due = due.Scopes(scopes.Connector(p.ConnectorName))
-	}
-	if p.OwnerDID != "" {
-		due = due.Scopes(scopes.Owner(p.OwnerDID))
-	}
-	if r.isPostgres() {
-		due = due.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
-	}
 	var rows []models.Operation
-	err = r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-		Where("(caller_did, operation_id) IN (?)", due).
-		Updates(map[string]any{
-			"lease_token": r.newID(), "lease_expires_at": r.leaseUntil(p.LeaseFor),
-			"updated_at": now.UnixMilli(),
-		}).Error
+	// Bitmap scans off: with statistics that lag the queue (a due backlog
+	// the last ANALYZE did not see), the planner expects a handful of due
+	// rows and reads all of them through a bitmap and sorts them, on every
+	// claim; the index read in order stops at the limit.
+	err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}}, func(tx *gorm.DB) error {
+		in := r.WithTx(tx)
+		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
+			Updates(map[string]any{
+				"lease_token": r.newID(), "lease_expires_at": in.leaseUntil(p.LeaseFor),
+				"updated_at": now.UnixMilli(),
+			}).Error
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
@@ -69,6 +66,37 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 		return cmp.Or(strings.Compare(a.CallerDID, b.CallerDID), strings.Compare(a.OperationID, b.OperationID))
 	})
 	return rows, nil
+}
+
+// dueToClaim selects the keys a claim leases: scheduled due rows, oldest
+// first, then unscheduled ones (next_attempt_at NULL, due since recorded).
+// Each kind is its own index range on (state, next_attempt_at), bounded by
+// the limit: one predicate "NULL or at most now" let the planner read every
+// due row through a bitmap and sort them, for each claim, so a backlog of
+// 10k due rows cost 10k rows per claim of 80.
+func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Time) *gorm.DB {
+	next := clause.Column{Name: "next_attempt_at"}
+	branch := func(due clause.Expression, ordered bool) *gorm.DB {
+		q := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id", "next_attempt_at").
+			Scopes(scopes.State(models.OperationAttempted), scopes.LeaseFreeAt(r.leaseNow())).Where(due).Limit(p.Limit)
+		if ordered {
+			q = q.Order("next_attempt_at")
+		}
+		if p.ConnectorName != "" {
+			q = q.Scopes(scopes.Connector(p.ConnectorName))
+		}
+		if p.OwnerDID != "" {
+			q = q.Scopes(scopes.Owner(p.OwnerDID))
+		}
+		if r.isPostgres() {
+			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
+		}
+		return q
+	}
+	scheduled := branch(clause.Lte{Column: next, Value: now.UnixMilli()}, true)
+	unscheduled := branch(clause.Eq{Column: next, Value: nil}, false)
+	return r.base(ctx).Table("(SELECT * FROM (?) AS s UNION ALL SELECT * FROM (?) AS u) AS due", scheduled, unscheduled).
+		Select("caller_did", "operation_id").Order("next_attempt_at IS NULL, next_attempt_at").Limit(p.Limit)
 }
 
 // Fence names a leased operation and the token its holder was given. Every

@@ -115,14 +115,9 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	var n int64
 	// Unscoped: the pass's own statements apply the scopes where they belong
 	// (the retention state is the store's, not a tenant's).
-	err = r.base(ctx).Transaction(func(tx *gorm.DB) error {
-		if r.isPostgres() {
-			// The keep rules' subplans make the planner's estimates large
-			// enough to JIT-compile a statement that runs in milliseconds.
-			if err := tx.Exec("SET LOCAL jit = off").Error; err != nil {
-				return err
-			}
-		}
+	// The keep rules' subplans make the planner's estimates large enough to
+	// JIT-compile a statement that runs in milliseconds.
+	err = r.withPlanSettings(ctx, []planSetting{{"jit", "off"}}, func(tx *gorm.DB) error {
 		var err error
 		n, err = r.WithTx(tx).collectPass(ctx, p)
 		return err
