@@ -22,6 +22,13 @@ type noopWorker struct{ river.WorkerDefaults[noopArgs] }
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
+// poolBatchPerWorker sizes the pool's claims: BatchSize 32 × Concurrency
+// (128 at 4 workers, 512 at 16), so a claim and a commit each carry hundreds
+// of rows and the statements' fixed cost is spread over them. With 8 ×
+// Concurrency the 16-worker ratio measured about 1.2×, with 16 × about 1.35×
+// (BENCHMARKS.md). A pool for slow handlers would hold fewer queued leases.
+const poolBatchPerWorker = 32
+
 // throughputRounds is how many paired rounds each worker count runs.
 const throughputRounds = 3
 
@@ -71,7 +78,7 @@ func poolRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration,
 	if err := db.CreateInBatches(rows, 1000).Error; err != nil {
 		return 0, err
 	}
-	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: 8 * max(10, workers), LeaseFor: time.Minute,
+	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: poolBatchPerWorker * workers, LeaseFor: time.Minute,
 		PollInterval: time.Millisecond, FlushEvery: time.Millisecond,
 		Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
 	if err != nil {
