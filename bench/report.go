@@ -43,6 +43,9 @@ func (r row) spread() string {
 	}
 	s := append([]float64(nil), r.rounds...)
 	sort.Float64s(s)
+	if len(s) > 5 {
+		return fmt.Sprintf(" (%d rounds, %.2f–%.2f)", len(s), s[0], s[len(s)-1])
+	}
 	parts := make([]string, len(s))
 	for i, v := range s {
 		parts[i] = fmt.Sprintf("%.2f", v)

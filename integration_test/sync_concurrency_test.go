@@ -30,7 +30,8 @@ func counterRecompute(onCall func(cur *repository.SyncProgressCurrent)) reposito
 	}
 }
 
-// TestUpdateProgressNoLostUpdates: 32 writers × 50 increments on one row.
+// TestUpdateProgressNoLostUpdates: 32 writers × 50 increments on one row,
+// through two repositories (two processes' progress caches).
 func TestUpdateProgressNoLostUpdates(t *testing.T) {
 	t.Parallel()
 	const writers, increments = 32, 50
@@ -42,10 +43,11 @@ func TestUpdateProgressNoLostUpdates(t *testing.T) {
 		recompute := counterRecompute(func(*repository.SyncProgressCurrent) { attempts.Add(1) })
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*increments)
-		for range writers {
+		repos := []*repository.Repository{e.repo, realRepo(t, e)}
+		for w := range writers {
 			wg.Go(func() {
 				for range increments {
-					errs <- e.repo.UpdateSyncProgress(context.Background(), repository.UpdateSyncProgressParams{
+					errs <- repos[w%2].UpdateSyncProgress(context.Background(), repository.UpdateSyncProgressParams{
 						ConnectorName: "c", OwnerDID: "o", Recompute: recompute, MaxRetries: &retries})
 				}
 			})

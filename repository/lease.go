@@ -47,15 +47,20 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// the last ANALYZE did not see), the planner expects a handful of due
 	// rows and reads all of them through a bitmap and sorts them, on every
 	// claim; the index read in order stops at the limit.
-	err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}}, func(tx *gorm.DB) error {
-		in := r.WithTx(tx)
+	claim := func(in *Repository) error {
 		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
 			Updates(map[string]any{
 				"lease_token": r.newID(), "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				"updated_at": now.UnixMilli(),
 			}).Error
-	})
+	}
+	if r.isPostgres() {
+		err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}},
+			func(tx *gorm.DB) error { return claim(r.WithTx(tx)) })
+	} else {
+		err = claim(r) // one statement, atomic under SQLite's single writer
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}

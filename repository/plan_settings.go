@@ -21,8 +21,8 @@ func (r *Repository) inCallerTx() bool {
 // settings are changed for fn only: in the repository's own transaction they
 // end with it; in a caller's (a savepoint) they are put back after fn, so
 // the caller's later statements plan as before (a failed fn's savepoint
-// rollback puts them back by itself). On SQLite fn just runs in the
-// transaction.
+// rollback puts them back by itself). On SQLite, which has no such
+// settings, fn just runs in the transaction.
 func (r *Repository) withPlanSettings(ctx context.Context, settings []planSetting, fn func(tx *gorm.DB) error) error {
 	return r.base(ctx).Transaction(func(tx *gorm.DB) error {
 		if !r.isPostgres() {

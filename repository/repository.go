@@ -33,6 +33,10 @@ type Options struct {
 	// Observer sees every call and event, for metrics and tracing; nil
 	// observes nothing.
 	Observer Observer
+	// ProgressCache is how many sync-state rows UpdateSyncProgress
+	// remembers its last write of, to update them in one round trip (see
+	// UpdateSyncProgress); 0 means DefaultProgressCache, negative disables.
+	ProgressCache int
 }
 
 // Repository is the connstore store API over one *gorm.DB.
@@ -47,6 +51,7 @@ type Repository struct {
 	obs        Observer
 	scopes     []scopes.Scope
 	returnOps  clause.Returning // every operation column, by name (see returning)
+	progress   *progressCache   // shared by WithTx/WithScopes copies; see progressCached
 	err        error            // refuses every call (a handle without the plugin)
 }
 
@@ -87,7 +92,7 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repository{db: db, sess: session(db), returnOps: returnOps, now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
+	return &Repository{db: db, sess: session(db), returnOps: returnOps, progress: newProgressCache(opts.ProgressCache), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
 		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer}, nil
 }
 

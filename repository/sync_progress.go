@@ -59,6 +59,14 @@ type UpdateSyncProgressParams struct {
 // row it inserts with status idle, ON CONFLICT DO NOTHING, so a lost insert
 // race falls through to the update path. After MaxRetries+1 lost attempts it
 // returns a *RetriesExhaustedError.
+//
+// Outside a caller's transaction the repository remembers the state its
+// last write left in the row (Options.ProgressCache), and the next update of
+// that row first recomputes from it and writes, guarded the same way: one
+// round trip while this repository is the row's only writer. If the guard
+// no longer matches, that attempt is not counted and the update goes on from
+// a fresh read. A write that changes the row without bumping version (raw
+// SQL around the hooks plugin) is not seen by this, as it is not by the CAS.
 func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) (err error) {
 	ctx, end := r.start(ctx, "UpdateSyncProgress")
 	defer end(&err)
@@ -68,6 +76,12 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	}
 	if err != nil {
 		return fmt.Errorf("update sync progress: %w", err)
+	}
+	if done, err := r.tryRemembered(ctx, p); err != nil || done {
+		if err != nil {
+			return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
+		}
+		return nil
 	}
 	for attempt := 0; attempt <= maxRetries; attempt++ {
 		done, err := r.tryUpdateProgress(ctx, p)
@@ -126,25 +140,65 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 	if row.Incarnation == nil || *row.Incarnation == "" {
 		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
 	}
-	res, err := recompute(ctx, p.Recompute, &SyncProgressCurrent{
+	return r.writeProgress(ctx, p, &SyncProgressCurrent{
 		Checkpoint: row.Checkpoint, Recovery: row.Recovery, Version: row.Version, Incarnation: *row.Incarnation,
 	})
+}
+
+// tryRemembered makes the uncounted attempt from the remembered state; done
+// is false when there is none or it is stale.
+func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressParams) (bool, error) {
+	cache := r.progressCached()
+	if cache == nil {
+		return false, nil
+	}
+	k := progressKey{p.ConnectorName, p.OwnerDID}
+	cur, ok := cache.get(k)
+	if !ok {
+		return false, nil
+	}
+	done, err := r.writeProgress(ctx, p, cur)
+	if err == nil && !done {
+		cache.forget(k)
+	}
+	return done, err
+}
+
+// writeProgress recomputes from cur and writes the result guarded on cur's
+// version and incarnation; done is false when the guard no longer matched.
+// Status is deliberately not written.
+func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent) (done bool, err error) {
+	res, err := recompute(ctx, p.Recompute, cur)
 	if err != nil {
 		return false, err
 	}
+	var tx *gorm.DB
 	if len(r.scopes) == 0 {
-		tx := r.casConn(r.conn(ctx)).Exec(casWriteSQL, res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
-			row.Version+1, p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation)
-		return tx.Error == nil && tx.RowsAffected == 1, tx.Error
+		tx = r.casConn(r.conn(ctx)).Exec(casWriteSQL, res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
+			cur.Version+1, p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation)
+	} else {
+		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
+			Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
+				p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation).
+			UpdateColumns(map[string]any{
+				"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt, "entity_count": res.EntityCount,
+				"error": res.Error, "recovery": res.Recovery, "version": cur.Version + 1,
+			})
 	}
-	tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
-		Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
-			p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation).
-		UpdateColumns(map[string]any{
-			"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt, "entity_count": res.EntityCount,
-			"error": res.Error, "recovery": res.Recovery, "version": row.Version + 1,
-		})
-	return tx.Error == nil && tx.RowsAffected == 1, tx.Error
+	if tx.Error != nil || tx.RowsAffected != 1 {
+		return false, tx.Error
+	}
+	r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
+		Version: cur.Version + 1, Incarnation: cur.Incarnation})
+	return true, nil
+}
+
+// remember stores what a committed write left in the row, where the cache
+// may be used.
+func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent) {
+	if cache := r.progressCached(); cache != nil {
+		cache.put(progressKey{p.ConnectorName, p.OwnerDID}, cur)
+	}
 }
 
 // readProgress reads the row a CAS attempt starts from (none or one).
@@ -187,7 +241,14 @@ func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressPar
 		Status: models.SyncStatusIdle, Error: res.Error, Recovery: res.Recovery,
 	}
 	tx := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
-	return tx.RowsAffected > 0, tx.Error
+	if tx.Error != nil || tx.RowsAffected == 0 {
+		return false, tx.Error
+	}
+	if row.Incarnation != nil {
+		r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
+			Version: row.Version, Incarnation: *row.Incarnation})
+	}
+	return true, nil
 }
 
 // recompute runs fn and validates what it returns before anything is written.

@@ -51,6 +51,7 @@ func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) 
 func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, in SyncStateInput) (err error) {
 	ctx, end := r.start(ctx, "SetSyncState")
 	defer end(&err)
+	defer r.forgetProgress(connector, owner) // its version moves: the next CAS would only miss
 	if err := validateSyncStateInput(connector, owner, in); err != nil {
 		return fmt.Errorf("set sync state: %w", err)
 	}
@@ -80,6 +81,7 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 func (r *Repository) DeleteSyncState(ctx context.Context, connector, owner string) (err error) {
 	ctx, end := r.start(ctx, "DeleteSyncState")
 	defer end(&err)
+	defer r.forgetProgress(connector, owner)
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return fmt.Errorf("delete sync state: %w", err)
 	}

@@ -138,7 +138,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	hbCtx, stopHB := context.WithCancel(record)
 	heartbeats.Go(func() { r.heartbeat(hbCtx) })
 
-	r.fetch(ctx, work)
+	r.fetch(ctx, record, work)
 	r.handlers.Wait() // every handler has sent its outcome
 	close(r.results)
 	completer.Wait() // every outcome is recorded

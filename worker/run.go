@@ -23,10 +23,12 @@ type run struct {
 }
 
 // fetch claims while ctx lives, as many operations as there are free slots
-// (at most BatchSize), and starts a handler for each.
-func (r *run) fetch(ctx, work context.Context) {
-	// The claim itself runs on work's context: cancelled mid-statement it
-	// could lease rows and lose the reply, leaving leases nobody holds.
+// (at most BatchSize), and starts a handler for each on work.
+func (r *run) fetch(ctx, claims, work context.Context) {
+	// The claim itself runs on claims, which outlives the handlers' work
+	// context: a claim cancelled mid-commit could lease rows and lose the
+	// reply, leaving leases nobody holds. What it returns after work ended
+	// starts handlers that see their context done, and is released.
 	cfg := r.pool.cfg
 	last := time.Time{}
 	for ctx.Err() == nil {
@@ -48,7 +50,7 @@ func (r *run) fetch(ctx, work context.Context) {
 			}
 			return
 		}
-		ops, err := r.pool.repo.ClaimOperations(work, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
+		ops, err := r.pool.repo.ClaimOperations(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
 		if err != nil && ctx.Err() == nil {
 			cfg.Logger.Warn("connstore worker: claim failed", "err", err)
