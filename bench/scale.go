@@ -15,50 +15,74 @@ type scalePoint struct {
 	retention, claim, duePage float64
 }
 
+// scaleRounds is how many rounds measure each journal: a round times one
+// retention batch, one claim and one due-sweep page on every journal in
+// turn, so the sizes are compared under the same load. Nine batches of 500
+// after two warm-up passes leave the 10k journal with collectable rows.
+const scaleRounds = 9
+
+// journal is one seeded journal under measurement.
+type journal struct {
+	db   *gorm.DB
+	repo *repository.Repository
+	p    scalePoint
+	ms   [3][]float64 // retention, claim, due page
+}
+
 // scale measures one retention batch, one claim and one due-sweep page on
-// journals of each size: five operations per document, almost all finished
-// and older than the cutoff, 1% due; a tenth as many watches, 5% due.
+// journals of each size (five operations per document, almost all finished
+// and older than the cutoff, 1% due; a tenth as many watches, 5% due), all
+// seeded first and then measured in interleaved rounds.
 func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
-	for _, n := range sizes {
+	js := make([]*journal, len(sizes))
+	for i, n := range sizes {
 		db, repo, _, err := store(ctx, dsn, repositoryOptions())
 		if err != nil {
 			return err
 		}
+		js[i] = &journal{db: db, repo: repo, p: scalePoint{size: n}}
 		if err := seedJournal(ctx, db, n); err != nil {
 			return fmt.Errorf("seed %d: %w", n, err)
 		}
-		collect := func() error {
-			_, err := repo.CollectFinishedOperations(ctx, repository.CollectParams{Before: time.Now(), Limit: 500})
-			return err
-		}
-		for range 3 { // warm: the first passes hold what they keep
-			if err := collect(); err != nil {
+		for range 2 { // warm: the first passes hold what they keep
+			if err := collectBatch(ctx, repo); err != nil {
 				return err
 			}
 		}
-		p := scalePoint{size: n}
-		if p.retention, err = medianMillis(11, collect); err != nil {
-			return err
+	}
+	for range scaleRounds {
+		for _, j := range js {
+			steps := []func() error{
+				func() error { return collectBatch(ctx, j.repo) },
+				func() error {
+					_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 10, LeaseFor: time.Millisecond})
+					return err
+				},
+				func() error { return firstDuePage(ctx, j.repo) },
+			}
+			for k, step := range steps {
+				ms, err := millis(step)
+				if err != nil {
+					return err
+				}
+				j.ms[k] = append(j.ms[k], ms)
+			}
 		}
-		claim := func() error {
-			time.Sleep(2 * time.Millisecond) // earlier 1 ms leases expire, so claims find work
-			_, err := repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 10, LeaseFor: time.Millisecond})
-			return err
-		}
-		if p.claim, err = medianMillis(15, claim); err != nil {
-			return err
-		}
-		p.claim -= 2 // the sleep
-		page := func() error { return firstDuePage(ctx, repo) }
-		if p.duePage, err = medianMillis(5, page); err != nil {
-			return err
-		}
-		rep.scale = append(rep.scale, p)
-		if err := dropSchema(ctx, db); err != nil {
+		time.Sleep(2 * time.Millisecond) // the 1 ms leases expire, so the next claims find work
+	}
+	for _, j := range js {
+		j.p.retention, j.p.claim, j.p.duePage = median(j.ms[0]), median(j.ms[1]), median(j.ms[2])
+		rep.scale = append(rep.scale, j.p)
+		if err := dropSchema(ctx, j.db); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func collectBatch(ctx context.Context, repo *repository.Repository) error {
+	_, err := repo.CollectFinishedOperations(ctx, repository.CollectParams{Before: time.Now(), Limit: 500})
+	return err
 }
 
 // firstDuePage reads the first page (100 items) of the streaming due sweep:
@@ -84,16 +108,12 @@ func firstDuePage(ctx context.Context, repo *repository.Repository) error {
 	return nil
 }
 
-func medianMillis(runs int, fn func() error) (float64, error) {
-	var ms []float64
-	for range runs {
-		start := time.Now()
-		if err := fn(); err != nil {
-			return 0, err
-		}
-		ms = append(ms, float64(time.Since(start).Microseconds())/1000)
+func millis(fn func() error) (float64, error) {
+	start := time.Now()
+	if err := fn(); err != nil {
+		return 0, err
 	}
-	return median(ms), nil
+	return float64(time.Since(start).Microseconds()) / 1000, nil
 }
 
 func seedJournal(ctx context.Context, db *gorm.DB, n int) error {

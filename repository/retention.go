@@ -3,7 +3,6 @@ package repository
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -45,16 +44,19 @@ const eligibleSQL = `o.state IN ('committed', 'dead') AND o.updated_at < @before
 
 // supersededSQL is the seed's keep rule for a row on a document: a row is
 // collected only while newer rows of its kind exist on the same document.
-var supersededSQL = strings.Join([]string{
-	// Not the newest commit of its caller, nor of its owner: the latest
-	// commit bounds which older rows still count.
-	`(o.state <> 'committed' OR ` + newerExists("caller_did", "'committed'") + `)`,
-	`AND (o.state <> 'committed' OR ` + newerExists("owner_did", "'committed'") + `)`,
-	// Not the newest finished row of its caller, nor of its owner: the newest
-	// one decides whether the document shows a failure.
-	`AND ` + newerExists("caller_did", "'committed', 'dead'"),
-	`AND ` + newerExists("owner_did", "'committed', 'dead'"),
-}, "\n")
+// The seed's rule is four conditions on every row: not the newest commit of
+// its caller, nor of its owner (for a commit: the latest commit bounds which
+// older rows still count), and not the newest finished row of its caller,
+// nor of its owner (the newest one decides whether the document shows a
+// failure). A newer commit is a newer finished row, so for a commit the
+// first two imply the last two, and for a dead row the first two hold by
+// themselves: each row needs only the two probes of its state's branch.
+var supersededSQL = `CASE WHEN o.state = 'committed'
+	THEN ` + newerExists("caller_did", "'committed'") + `
+		AND ` + newerExists("owner_did", "'committed'") + `
+	ELSE ` + newerExists("caller_did", "'committed', 'dead'") + `
+		AND ` + newerExists("owner_did", "'committed', 'dead'") + `
+	END`
 
 // collectableSQL picks the rows one DELETE collects: unheld, eligible, and
 // linked to no document or superseded on it. Keep rule and delete are one
