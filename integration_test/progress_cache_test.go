@@ -27,6 +27,16 @@ func appendPage(t *testing.T, page int, seen *[]int64) repository.RecomputeFunc 
 	}
 }
 
+// pageUpdater returns an update of crm/o through a repository that appends
+// one page, with maxRetries (nil: the default).
+func pageUpdater(t *testing.T, maxRetries *int) func(*repository.Repository, int) error {
+	var seen []int64
+	return func(r *repository.Repository, page int) error {
+		return r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+			Recompute: appendPage(t, page, &seen), MaxRetries: maxRetries})
+	}
+}
+
 func pages(t *testing.T, e *env) string {
 	t.Helper()
 	st, err := e.repo.GetSyncState(ctx(t), "crm", "o")
@@ -61,12 +71,8 @@ func TestProgressCacheStaleFallsBack(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		other := realRepo(t, e)
-		var seen []int64
-		update := func(r *repository.Repository, page int) error {
-			zero := 0
-			return r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
-				Recompute: appendPage(t, page, &seen), MaxRetries: &zero})
-		}
+		zero := 0
+		update := pageUpdater(t, &zero)
 		require.NoError(t, update(e.repo, 1))
 		require.NoError(t, update(other, 2)) // another repository's CAS
 		require.NoError(t, update(e.repo, 3))
@@ -92,11 +98,7 @@ func TestProgressCacheIgnoresCallerTx(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		other := realRepo(t, e)
-		var seen []int64
-		update := func(r *repository.Repository, page int) error {
-			return r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
-				Recompute: appendPage(t, page, &seen)})
-		}
+		update := pageUpdater(t, nil)
 		require.NoError(t, update(e.repo, 1))
 		rollback := errors.New("roll back")
 		err := e.repo.Transaction(ctx(t), func(_ *gorm.DB, repo *repository.Repository) error {
