@@ -22,12 +22,12 @@ type noopWorker struct{ river.WorkerDefaults[noopArgs] }
 
 func (noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
-// poolBatchPerWorker sizes the pool's claims: BatchSize 32 × Concurrency
-// (128 at 4 workers, 512 at 16), so a claim and a commit each carry hundreds
-// of rows and the statements' fixed cost is spread over them. With 8 ×
-// Concurrency the 16-worker ratio measured about 1.2×, with 16 × about 1.35×
-// (BENCHMARKS.md). A pool for slow handlers would hold fewer queued leases.
-const poolBatchPerWorker = 32
+// poolBatchPerWorker sizes the pool's claims: BatchSize 16 × Concurrency
+// (64 at 4 workers, 256 at 16; the pool holds at most 33 × Concurrency
+// leases), so a claim and a commit each carry hundreds of rows and the
+// statements' fixed cost is spread over them (BENCHMARKS.md). A pool for slow
+// handlers would hold fewer queued leases.
+const poolBatchPerWorker = 16
 
 // throughputRounds is how many paired rounds each worker count runs.
 const throughputRounds = 3

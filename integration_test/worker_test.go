@@ -138,6 +138,34 @@ func poolGoroutines() int {
 	return n
 }
 
+// TestWorkerHoldsItsBound: with every handler blocked, the pool leases
+// exactly Concurrency + 2 × BatchSize operations, the running ones and two
+// batches, and no more.
+func TestWorkerHoldsItsBound(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		seedDue(t, e, 40)
+		var running atomic.Int64
+		pool, err := worker.New(realRepo(t, e), worker.Config{Concurrency: 2, BatchSize: 3, ShutdownGrace: -1,
+			PollInterval: time.Millisecond, Handler: func(ctx context.Context, _ *models.Operation) worker.Result {
+				running.Add(1)
+				<-ctx.Done()
+				return worker.Retry("interrupted", nil)
+			}})
+		require.NoError(t, err)
+		leased := func() int64 { return count(t, e.db, &models.Operation{}, "lease_token IS NOT NULL") }
+		stats := runPool(t, pool, func() bool {
+			if running.Load() != 2 || leased() != 8 {
+				return false
+			}
+			time.Sleep(100 * time.Millisecond) // a pool past its bound would claim again meanwhile
+			return leased() == 8
+		})
+		require.Equal(t, int64(8), stats.Claimed, "2 running + 2 batches of 3")
+		require.Equal(t, int64(8), stats.Released)
+	})
+}
+
 // TestWorkerCancellationReleases: cancelling the pool (no grace) cancels
 // running handlers; their operations are released, not failed; and no
 // goroutine the pool started is left behind. Not parallel: the goroutine

@@ -19,7 +19,9 @@ type Config struct {
 	// Concurrency is the most handlers running at once; 0 means 4.
 	Concurrency int
 	// BatchSize is the most operations one claim leases; 0 means
-	// Concurrency. The pool holds at most Concurrency + BatchSize leases.
+	// Concurrency. The pool holds at most Concurrency + 2 × BatchSize
+	// leases: the running handlers' and two batches, so a claim overlaps the
+	// recording of the previous batch's results.
 	BatchSize int
 	// LeaseFor is each lease's length; 0 means one minute.
 	LeaseFor time.Duration
@@ -114,10 +116,13 @@ type done struct {
 // Run works until ctx is cancelled, then shuts down as the package doc
 // says, and returns nil; it returns early only on a configuration error.
 func (p *Pool) Run(ctx context.Context) error {
-	// Up to one batch more than the handlers can run is held at once, so the
-	// next claim overlaps the recording of the last results.
-	r := &run{pool: p, slots: make(chan struct{}, p.cfg.Concurrency+p.cfg.BatchSize),
-		running: make(chan struct{}, p.cfg.Concurrency), results: make(chan done, p.cfg.Concurrency+p.cfg.BatchSize),
+	// Two batches beyond the running handlers are held at once: with one,
+	// short handlers finish a batch before it is recorded and the next claim
+	// waits for that recording, so claims and recordings alternate; with two,
+	// a claim runs while the previous batch is recorded.
+	held := p.cfg.Concurrency + 2*p.cfg.BatchSize
+	r := &run{pool: p, slots: make(chan struct{}, held),
+		running: make(chan struct{}, p.cfg.Concurrency), results: make(chan done, held),
 		held: map[repository.Fence]*job{}}
 	// Handlers outlive ctx by the grace period; recording outlives them.
 	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
