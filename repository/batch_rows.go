@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 
@@ -77,11 +78,11 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 			rows[i] = append(rows[i], guardValue(w, g.col))
 		}
 		cols = append(cols, batchCol{"g_" + g.col, ""})
-		cond := "v.g_" + g.col + " IS NULL OR " + g.col + " = v.g_" + g.col
+		stored := g.col + " = v.g_" + g.col
 		if g.orNull {
-			cond = "v.g_" + g.col + " IS NULL OR " + g.col + " IS NULL OR " + g.col + " = v.g_" + g.col
+			stored = g.col + " IS NULL OR " + stored
 		}
-		p.where = append(p.where, clause.Expr{SQL: "(" + cond + ")"})
+		p.where = append(p.where, clause.Expr{SQL: "(v.g_" + g.col + " IS NULL OR " + stored + ")"})
 	}
 	sql, doc, err := jsonTable(dialect, cols, rows)
 	if err != nil {
@@ -94,35 +95,25 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 // setColumns is every column some write sets, in a stable order.
 func setColumns(ws []fencedWrite) []string {
 	seen := map[string]bool{}
-	var out []string
 	for _, w := range ws {
 		for col := range w.set {
-			if !seen[col] {
-				seen[col] = true
-				out = append(out, col)
-			}
+			seen[col] = true
 		}
 	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // guardColumns is one guard per guarded column, in a stable order.
 func guardColumns(ws []fencedWrite) []guard {
 	seen := map[string]guard{}
-	var names []string
 	for _, w := range ws {
 		for _, g := range w.guards {
-			if _, ok := seen[g.col]; !ok {
-				seen[g.col] = g
-				names = append(names, g.col)
-			}
+			seen[g.col] = g
 		}
 	}
-	out := make([]guard, 0, len(names))
-	slices.Sort(names)
-	for _, n := range names {
-		out = append(out, seen[n])
+	out := make([]guard, 0, len(seen))
+	for _, col := range slices.Sorted(maps.Keys(seen)) {
+		out = append(out, seen[col])
 	}
 	return out
 }

@@ -51,7 +51,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
 			Updates(map[string]any{
-				"lease_token": r.newID(), "lease_expires_at": in.leaseUntil(p.LeaseFor),
+				"lease_token": in.newID(), "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				"updated_at": now.UnixMilli(),
 			}).Error
 	}

@@ -92,8 +92,9 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Repository{db: db, sess: session(db), returnOps: returnOps, progress: newProgressCache(opts.ProgressCache), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
-		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer}, nil
+	return &Repository{db: db, sess: session(db), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
+		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, returnOps: returnOps,
+		progress: newProgressCache(opts.ProgressCache)}, nil
 }
 
 // WithTx returns a repository whose calls run in the caller's transaction

@@ -1,8 +1,11 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -157,12 +160,8 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// passed over all of them.
 	var through *models.Operation
 	if len(gone) == p.Limit {
-		through = &gone[0]
-		for i := range gone[1:] {
-			if g := &gone[i+1]; keyLess(through, g) {
-				through = g
-			}
-		}
+		last := slices.MaxFunc(gone, collectCmp)
+		through = &last
 	}
 	if err := r.hold(ctx, args, p, through, passStart); err != nil {
 		return 0, err
@@ -174,15 +173,10 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 // constant (NULL) among candidates, so the unheld index yields it.
 const collectOrder = "o.retention_hold, o.updated_at, o.caller_did, o.operation_id"
 
-// keyLess orders rows as collectOrder does.
-func keyLess(a, b *models.Operation) bool {
-	if a.UpdatedAt != b.UpdatedAt {
-		return a.UpdatedAt < b.UpdatedAt
-	}
-	if a.CallerDID != b.CallerDID {
-		return a.CallerDID < b.CallerDID
-	}
-	return a.OperationID < b.OperationID
+// collectCmp orders rows as collectOrder does.
+func collectCmp(a, b models.Operation) int {
+	return cmp.Or(cmp.Compare(a.UpdatedAt, b.UpdatedAt), strings.Compare(a.CallerDID, b.CallerDID),
+		strings.Compare(a.OperationID, b.OperationID))
 }
 
 // releaseHolds clears the holds on the documents of rows finished since

@@ -77,23 +77,18 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	if err != nil {
 		return fmt.Errorf("update sync progress: %w", err)
 	}
-	if done, err := r.tryRemembered(ctx, p); err != nil || done {
-		if err != nil {
-			return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
-		}
-		return nil
-	}
-	for attempt := 0; attempt <= maxRetries; attempt++ {
-		done, err := r.tryUpdateProgress(ctx, p)
-		if err != nil {
-			return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
-		}
-		if done {
-			return nil
-		}
-		if attempt < maxRetries {
+	done, err := r.tryRemembered(ctx, p) // uncounted: a stale guess is not a lost race
+	for attempt := 0; err == nil && !done && attempt <= maxRetries; attempt++ {
+		if attempt > 0 {
 			r.emit(ctx, EventCASRetry, 1, "")
 		}
+		done, err = r.tryUpdateProgress(ctx, p)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
+	case done:
+		return nil
 	}
 	r.emit(ctx, EventCASExhausted, 1, "")
 	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
@@ -129,14 +124,13 @@ type casRow struct {
 // repository's own statements: the CAS does not depend on the plugin's
 // callbacks (or their cost), and status is deliberately not written.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
-	rows, err := r.readProgress(ctx, p)
+	row, err := r.readProgress(ctx, p)
 	if err != nil {
 		return false, err
 	}
-	if len(rows) == 0 {
+	if row == nil {
 		return r.insertProgress(ctx, p)
 	}
-	row := &rows[0]
 	if row.Incarnation == nil || *row.Incarnation == "" {
 		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
 	}
@@ -201,13 +195,17 @@ func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurren
 	}
 }
 
-// readProgress reads the row a CAS attempt starts from (none or one).
-func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParams) ([]casRow, error) {
-	var rows []casRow
+// readProgress reads the row a CAS attempt starts from; nil when there is
+// none.
+func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParams) (*casRow, error) {
 	if len(r.scopes) > 0 {
+		var rows []casRow
 		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
 			Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
-		return rows, err
+		if err != nil || len(rows) == 0 {
+			return nil, err
+		}
+		return &rows[0], nil
 	}
 	// Written out and scanned by hand: the CAS is the hot path, and GORM's
 	// clause building, Scan's reflection and its SQL-explaining trace
@@ -218,14 +216,14 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 		return nil, err
 	}
 	defer sqlRows.Close()
-	for sqlRows.Next() {
-		var row casRow
-		if err := sqlRows.Scan(&row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation); err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
+	if !sqlRows.Next() {
+		return nil, sqlRows.Err()
 	}
-	return rows, sqlRows.Err()
+	var row casRow
+	if err := sqlRows.Scan(&row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation); err != nil {
+		return nil, err
+	}
+	return &row, nil
 }
 
 // insertProgress creates the missing row; done is false when a concurrent
