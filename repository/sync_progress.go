@@ -53,20 +53,23 @@ type UpdateSyncProgressParams struct {
 }
 
 // UpdateSyncProgress writes progress by compare-and-swap: read, recompute,
-// then one UPDATE guarded on the read version and incarnation that bumps
-// version and never writes status (the workflow owns it). A lost CAS (a
-// concurrent writer, or a delete+recreate) re-reads and recomputes. With no
-// row it inserts with status idle, ON CONFLICT DO NOTHING, so a lost insert
-// race falls through to the update path. After MaxRetries+1 lost attempts it
-// returns a *RetriesExhaustedError.
+// then one UPDATE that bumps version and never writes status (the workflow
+// owns it), guarded on everything the recompute saw: version, incarnation,
+// checkpoint and recovery. The seed guards on version and incarnation only;
+// the stored documents are guarded too because SetSyncState rewrites them
+// without bumping the version, and a version-only guard would let an update
+// that read before the reset undo it. A lost CAS (a concurrent writer, a
+// reset, a delete+recreate) re-reads and recomputes. With no row it inserts
+// with status idle, ON CONFLICT DO NOTHING, so a lost insert race falls
+// through to the update path. After MaxRetries+1 lost attempts it returns a
+// *RetriesExhaustedError.
 //
 // Outside a caller's transaction the repository remembers the state its
 // last write left in the row (Options.ProgressCache), and the next update of
 // that row first recomputes from it and writes, guarded the same way: one
 // round trip while this repository is the row's only writer. If the guard
-// no longer matches, that attempt is not counted and the update goes on from
-// a fresh read. A write that changes the row without bumping version (raw
-// SQL around the hooks plugin) is not seen by this, as it is not by the CAS.
+// no longer matches, or the recompute fails on the remembered state, that
+// attempt is not counted and the update goes on from a fresh read.
 func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgressParams) (err error) {
 	ctx, end := r.start(ctx, "UpdateSyncProgress")
 	defer end(&err)
@@ -95,22 +98,20 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 }
 
 // The CAS statements, written out for repositories without extra scopes.
+// The write is guarded on everything a recompute saw: version and
+// incarnation, and the stored checkpoint and recovery too, because
+// SetSyncState (the seed's upsert) rewrites those without bumping the
+// version, and a write guarded on the version alone would undo its reset.
+// They are plain statements, never named prepared ones: those break behind
+// PgBouncer's transaction pooling (README, "Behind PgBouncer").
 const (
 	casReadSQL = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
 		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
 	casWriteSQL = `UPDATE kubun_connector_sync_state SET checkpoint = ?, last_synced_at = ?, entity_count = ?,
-		error = ?, recovery = ?, version = ? WHERE connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?`
+		error = ?, recovery = ?, version = ? WHERE ` + casGuard
+	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
+		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?`
 )
-
-// casConn prepares the CAS statements once per connection on PostgreSQL.
-// Not on SQLite: a prepared statement would bypass sqliteconn's
-// context-aware wait for the write lock.
-func (r *Repository) casConn(db *gorm.DB) *gorm.DB {
-	if r.isPostgres() {
-		return db.Session(&gorm.Session{PrepareStmt: true})
-	}
-	return db
-}
 
 // casRow is what one CAS attempt reads.
 type casRow struct {
@@ -124,56 +125,63 @@ type casRow struct {
 // repository's own statements: the CAS does not depend on the plugin's
 // callbacks (or their cost), and status is deliberately not written.
 func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
+	since := r.progressSnapshot()
 	row, err := r.readProgress(ctx, p)
 	if err != nil {
 		return false, err
 	}
 	if row == nil {
-		return r.insertProgress(ctx, p)
+		return r.insertProgress(ctx, p, since)
 	}
 	if row.Incarnation == nil || *row.Incarnation == "" {
 		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
 	}
-	return r.writeProgress(ctx, p, &SyncProgressCurrent{
-		Checkpoint: row.Checkpoint, Recovery: row.Recovery, Version: row.Version, Incarnation: *row.Incarnation,
-	})
+	cur := &SyncProgressCurrent{Checkpoint: row.Checkpoint, Recovery: row.Recovery, Version: row.Version, Incarnation: *row.Incarnation}
+	res, err := recompute(ctx, p.Recompute, cur)
+	if err != nil {
+		return false, err
+	}
+	return r.writeProgress(ctx, p, cur, res, since)
 }
 
 // tryRemembered makes the uncounted attempt from the remembered state; done
-// is false when there is none or it is stale.
+// is false when there is none, it is stale, or the recompute refused it (a
+// remembered state the stored row has moved past may be one a recompute
+// rightly rejects: the fresh read decides).
 func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressParams) (bool, error) {
 	cache := r.progressCached()
 	if cache == nil {
 		return false, nil
 	}
 	k := progressKey{p.ConnectorName, p.OwnerDID}
+	since := cache.snapshot()
 	cur, ok := cache.get(k)
 	if !ok {
 		return false, nil
 	}
-	done, err := r.writeProgress(ctx, p, cur)
+	res, err := recompute(ctx, p.Recompute, cur)
+	if err != nil {
+		cache.forget(k)
+		return false, ctx.Err() // a cancelled call stops here; any other error is the fresh read's to repeat
+	}
+	done, err := r.writeProgress(ctx, p, cur, res, since)
 	if err == nil && !done {
 		cache.forget(k)
 	}
 	return done, err
 }
 
-// writeProgress recomputes from cur and writes the result guarded on cur's
-// version and incarnation; done is false when the guard no longer matched.
-// Status is deliberately not written.
-func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent) (done bool, err error) {
-	res, err := recompute(ctx, p.Recompute, cur)
-	if err != nil {
-		return false, err
-	}
+// writeProgress writes res guarded on cur (see casGuard); done is false when
+// the guard no longer matched. Status is deliberately not written.
+func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent,
+	res SyncProgressResult, since uint64) (done bool, err error) {
+	guard := []any{p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery}
 	var tx *gorm.DB
 	if len(r.scopes) == 0 {
-		tx = r.casConn(r.conn(ctx)).Exec(casWriteSQL, res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
-			cur.Version+1, p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation)
+		tx = r.conn(ctx).Exec(casWriteSQL, append([]any{res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
+			cur.Version + 1}, guard...)...)
 	} else {
-		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
-			Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
-				p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation).
+		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).Where(casGuard, guard...).
 			UpdateColumns(map[string]any{
 				"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt, "entity_count": res.EntityCount,
 				"error": res.Error, "recovery": res.Recovery, "version": cur.Version + 1,
@@ -183,15 +191,24 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 		return false, tx.Error
 	}
 	r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
-		Version: cur.Version + 1, Incarnation: cur.Incarnation})
+		Version: cur.Version + 1, Incarnation: cur.Incarnation}, since)
 	return true, nil
 }
 
-// remember stores what a committed write left in the row, where the cache
-// may be used.
-func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent) {
+// progressSnapshot is the cache generation a write starts at (0 without a
+// usable cache).
+func (r *Repository) progressSnapshot() uint64 {
 	if cache := r.progressCached(); cache != nil {
-		cache.put(progressKey{p.ConnectorName, p.OwnerDID}, cur)
+		return cache.snapshot()
+	}
+	return 0
+}
+
+// remember stores what a committed write that began at generation since
+// left in the row, where the cache may be used.
+func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent, since uint64) {
+	if cache := r.progressCached(); cache != nil {
+		cache.put(progressKey{p.ConnectorName, p.OwnerDID}, cur, since)
 	}
 }
 
@@ -211,7 +228,7 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 	// clause building, Scan's reflection and its SQL-explaining trace
 	// recorder were most of its cost. The statement still runs through
 	// GORM's callbacks, so the application's logger and tracer see it.
-	sqlRows, err := r.casConn(r.primary(ctx)).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Rows()
+	sqlRows, err := r.primary(ctx).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +245,7 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 
 // insertProgress creates the missing row; done is false when a concurrent
 // writer created it first.
-func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressParams) (done bool, err error) {
+func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressParams, since uint64) (done bool, err error) {
 	res, err := recompute(ctx, p.Recompute, nil)
 	if err != nil {
 		return false, err
@@ -244,7 +261,7 @@ func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressPar
 	}
 	if row.Incarnation != nil {
 		r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
-			Version: row.Version, Incarnation: *row.Incarnation})
+			Version: row.Version, Incarnation: *row.Incarnation}, since)
 	}
 	return true, nil
 }
