@@ -33,6 +33,24 @@ func DefaultBackoff() *ExponentialBackoff {
 	return &ExponentialBackoff{Base: time.Second, Max: time.Hour, Jitter: 0.2, MaxAttempts: 10}
 }
 
+// Validate refuses a policy that cannot be right: a non-positive Base
+// (failures would be re-driven at once, a hot loop against the provider), a
+// Max below Base, a Jitter outside [0, 1], or a negative MaxAttempts. New
+// calls it on any policy that has it.
+func (b *ExponentialBackoff) Validate() error {
+	switch {
+	case b.Base <= 0:
+		return invalid("backoff base %v must be positive", b.Base)
+	case b.Max < b.Base:
+		return invalid("backoff max %v is below its base %v", b.Max, b.Base)
+	case b.Jitter < 0 || b.Jitter > 1 || math.IsNaN(b.Jitter):
+		return invalid("backoff jitter %v is outside [0, 1]", b.Jitter)
+	case b.MaxAttempts < 0:
+		return invalid("backoff max attempts %d is negative", b.MaxAttempts)
+	}
+	return nil
+}
+
 // Next implements BackoffPolicy.
 func (b *ExponentialBackoff) Next(attempts int64, _ string) (time.Duration, bool) {
 	if b.MaxAttempts > 0 && attempts >= b.MaxAttempts {

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/models"
-	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm/clause"
 )
 
 // BatchOutcome is one operation's result in a batched fenced write, in the
@@ -128,7 +126,7 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 	}
 	seen := map[opKey]bool{}
 	for i := range ws {
-		if err := ws[i].fence.validate(); err != nil {
+		if err := ws[i].validate(); err != nil {
 			return nil, fmt.Errorf("%s: item %d: %w", action, i, err)
 		}
 		k := keyOf(ws[i].fence)
@@ -143,9 +141,14 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
 	var rows []models.Operation
+	// The state and lease conditions are written so no index can serve
+	// them (state || '', lease_expires_at + 0): SQLite would otherwise drive
+	// the join from the operation table through the state index, every live
+	// lease joined to a scan of the batch's rows. Left with the primary key
+	// as the only way in, both databases drive from the batch's rows and
+	// find each operation by its key, whatever else the table holds.
 	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).
-		Scopes(scopes.State(models.OperationAttempted)).
-		Where(clause.Gte{Column: clause.Column{Name: "lease_expires_at"}, Value: r.leaseNow()})
+		Where("state || '' = ? AND lease_expires_at + 0 >= ?", models.OperationAttempted, r.leaseNow())
 	for _, c := range plan.where {
 		q = q.Where(c)
 	}
@@ -199,8 +202,17 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 	for i, f := range fs {
 		keys[i] = []any{f.CallerDID, f.OperationID}
 	}
+	// The keys travel as one JSON value, as the batch itself does: a
+	// row-value IN list of thousands of tuples exceeds PostgreSQL's parser
+	// stack and SQLite's bound-parameter limit.
+	from, doc, err := jsonTable(r.db.Dialector.Name(), []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}}, keys)
+	if err != nil {
+		return nil, err
+	}
 	var rows []models.Operation
-	if err := r.primary(ctx).Where("(caller_did, operation_id) IN ?", keys).Find(&rows).Error; err != nil {
+	err = r.primary(ctx).Where("(caller_did, operation_id) IN (SELECT v.v_caller_did, v.v_operation_id FROM "+from+")", doc).
+		Find(&rows).Error
+	if err != nil {
 		return nil, err
 	}
 	for i := range rows {

@@ -39,7 +39,7 @@ type fencedWrite struct {
 // changes and the stored row says why: a replay of this very write, a
 // *LeaseLostError with the reason, or ErrNotFound.
 func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
-	if err := w.fence.validate(); err != nil {
+	if err := w.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
 	r.prepare(&w)
@@ -58,6 +58,20 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 		return &FencedWrite{Operation: &rows[0]}, nil
 	}
 	return r.refused(ctx, w)
+}
+
+// validate checks the fence and every value the write would store, the one
+// check the single and the batched paths share.
+func (w fencedWrite) validate() error {
+	if err := w.fence.validate(); err != nil {
+		return err
+	}
+	for col, v := range w.set {
+		if err := requireText(col, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prepare adds what every fenced write sets: updated_at, and for a

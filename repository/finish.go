@@ -3,6 +3,7 @@ package repository
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/models"
@@ -129,7 +130,7 @@ func validateFailure(p FailureParams) error {
 	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
 		return fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
 	}
-	if err := p.Fence.validate(); err != nil {
+	if err := errors.Join(p.Fence.validate(), requireText("failure", p)); err != nil {
 		return fmt.Errorf("record failure: %w", err)
 	}
 	return nil

@@ -1,9 +1,11 @@
 package repository
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/connstore/connstore/models"
 )
@@ -11,16 +13,19 @@ import (
 // okKey is what requireKeys accepts.
 func okKey(keys ...string) bool {
 	for _, k := range keys {
-		if k == "" || len(k) > MaxKeyLength {
+		if k == "" || len(k) > MaxKeyLength || !okText(k) {
 			return false
 		}
 	}
 	return true
 }
 
+// okText is what both databases store as text: valid UTF-8 without NUL.
+func okText(s string) bool { return utf8.ValidString(s) && !bytes.ContainsRune([]byte(s), 0) }
+
 // validJSONColumn is what a JSON column accepts: NULL (empty) or one valid
 // document.
-func validJSONColumn(b []byte) bool { return len(b) == 0 || json.Valid(b) }
+func validJSONColumn(b []byte) bool { return len(b) == 0 || (json.Valid(b) && okText(string(b))) }
 
 // FuzzReceiptValidation: receipt and candidate validation never panics,
 // refuses only with ErrInvalidInput, and accepts exactly the receipts whose
@@ -61,7 +66,8 @@ func FuzzOperationInputValidation(f *testing.F) {
 		}
 		err := validateOperationInput(in)
 		parsed, perr := models.ParseJSON(intent)
-		want := okKey(caller, id, owner, connector, hash) && perr == nil && !parsed.IsNull() && (!withDoc || okKey(doc))
+		want := okKey(caller, id, owner, connector, hash) && perr == nil && !parsed.IsNull() && okText(string(intent)) &&
+			(!withDoc || okKey(doc))
 		if want != (err == nil) {
 			t.Fatalf("accepted %v, want %v (err %v)", err == nil, want, err)
 		}
@@ -80,7 +86,7 @@ func FuzzSyncStateValidation(f *testing.F) {
 	f.Fuzz(func(t *testing.T, connector, owner, status, synced string, count int64, checkpoint, recovery []byte) {
 		err := validateSyncStateInput(connector, owner, SyncStateInput{Checkpoint: models.JSON(checkpoint),
 			LastSyncedAt: synced, EntityCount: count, Status: status, Recovery: models.JSON(recovery)})
-		want := okKey(connector, owner) && syncStatuses[status] && synced != "" && count >= 0 &&
+		want := okKey(connector, owner) && syncStatuses[status] && synced != "" && okText(synced) && count >= 0 &&
 			validJSONColumn(checkpoint) && validJSONColumn(recovery)
 		if want != (err == nil) {
 			t.Fatalf("accepted %v, want %v (err %v)", err == nil, want, err)

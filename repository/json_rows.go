@@ -14,25 +14,30 @@ import (
 // jsonTable is rows as a table v for a FROM clause: the SQL that reads it,
 // and the one JSON value it binds. Many rows travel as one parameter, so the
 // statement's text does not depend on how many there are (PostgreSQL
-// prepares and plans it once) and no bound-parameter limit caps a batch.
-// A column with no type is typed from its values.
+// prepares and plans it once) and no bound-parameter limit or parser depth
+// caps a batch. A column with no type is typed from its values.
 func jsonTable(dialect string, cols []batchCol, rows [][]any) (sql, doc string, err error) {
+	return jsonTableAs(dialect, "v", cols, rows)
+}
+
+// jsonTableAs is jsonTable under another alias.
+func jsonTableAs(dialect, alias string, cols []batchCol, rows [][]any) (sql, doc string, err error) {
 	if doc, err = encodeRows(cols, rows); err != nil {
 		return "", "", err
 	}
-	return fromSQL(dialect, cols), doc, nil
+	return fromSQL(dialect, alias, cols), doc, nil
 }
 
 // batchCol is one column of v: its name in v and in the JSON rows, and its
 // SQL type (PostgreSQL needs one to read JSON back as a table).
 type batchCol struct{ name, typ string }
 
-// fromSQL reads the JSON rows back as the table v; PostgreSQL needs the
-// column types, SQLite takes the JSON values as they are.
-func fromSQL(dialect string, cols []batchCol) string {
+// fromSQL reads the JSON rows back as the table alias; PostgreSQL needs
+// the column types, SQLite takes the JSON values as they are.
+func fromSQL(dialect, alias string, cols []batchCol) string {
 	var b strings.Builder
 	if dialect == "postgres" {
-		b.WriteString("json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS v(")
+		b.WriteString("json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS " + alias + "(")
 		for i, c := range cols {
 			if i > 0 {
 				b.WriteString(", ")
@@ -49,7 +54,7 @@ func fromSQL(dialect string, cols []batchCol) string {
 		}
 		b.WriteString("json_extract(value, '$." + c.name + "') AS " + c.name)
 	}
-	b.WriteString(" FROM json_each(?)) AS v")
+	b.WriteString(" FROM json_each(?)) AS " + alias)
 	return b.String()
 }
 

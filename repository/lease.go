@@ -41,6 +41,12 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	if p.LeaseFor <= 0 {
 		return nil, fmt.Errorf("claim operations: %w", invalid("lease duration %v must be positive", p.LeaseFor))
 	}
+	// A token the id source could not make unique (empty) would let every
+	// claim's holder write as every other's: refused before anything moves.
+	token := r.newID()
+	if err := requireKeys("lease token from Options.NewIDFunc", token); err != nil {
+		return nil, fmt.Errorf("claim operations: %w", err)
+	}
 	now := r.now()
 	var rows []models.Operation
 	// Bitmap scans off: with statistics that lag the queue (a due backlog
@@ -51,7 +57,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
 			Updates(map[string]any{
-				"lease_token": in.newID(), "lease_expires_at": in.leaseUntil(p.LeaseFor),
+				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				"updated_at": now.UnixMilli(),
 			}).Error
 	}

@@ -86,6 +86,11 @@ func sameRecord(existing *models.Operation, in OperationInput) error {
 	return nil
 }
 
+// recordBatch is the rows per INSERT of RecordOperations: at 27 columns a
+// row it stays under SQLite's 32,766 bound parameters and PostgreSQL's
+// 65,535.
+const recordBatch = 1000
+
 // RecordOutcome is one operation's result in RecordOperations.
 type RecordOutcome struct {
 	// Operation is the stored row; nil when Err is set.
@@ -96,22 +101,24 @@ type RecordOutcome struct {
 	Err error
 }
 
-// RecordOperations records many operations in one INSERT, each as
-// RecordOperation would: idempotent by (caller, operation id), a different
-// payload an ErrPayloadConflict in its outcome. Replays are read back in one
-// SELECT. A bad item fails the whole call with ErrInvalidInput and records
-// nothing.
+// RecordOperations records many operations, each as RecordOperation would:
+// idempotent by (caller, operation id), a different payload an
+// ErrPayloadConflict in its outcome. A bad item (the single write's
+// validation, item by item) fails the whole call with ErrInvalidInput and
+// records nothing. The inserts and the read-back of every row run in one
+// transaction (a savepoint in the caller's), so an error leaves nothing
+// written that the caller was not told of. Scopes are checked once for the
+// whole batch, and the read-back is one statement whatever the batch size.
 func (r *Repository) RecordOperations(ctx context.Context, ins []OperationInput) (_ []RecordOutcome, err error) {
 	ctx, end := r.start(ctx, "RecordOperations")
 	defer end(&err)
 	rows := make([]models.Operation, len(ins))
 	fences := make([]Fence, len(ins))
+	keys := make([]scopeKey, 0, 1)
 	seen := map[opKey]bool{}
+	seenScope := map[scopeKey]bool{}
 	for i, in := range ins {
 		if err := validateOperationInput(in); err != nil {
-			return nil, fmt.Errorf("record operations: item %d: %w", i, err)
-		}
-		if err := r.inScope(ctx, in.OwnerDID, in.ConnectorName); err != nil {
 			return nil, fmt.Errorf("record operations: item %d: %w", i, err)
 		}
 		k := opKey{in.CallerDID, in.OperationID}
@@ -119,17 +126,28 @@ func (r *Repository) RecordOperations(ctx context.Context, ins []OperationInput)
 			return nil, fmt.Errorf("record operations: %w", invalid("operation %s/%s appears twice", k.caller, k.id))
 		}
 		seen[k] = true
+		if sk := (scopeKey{in.OwnerDID, in.ConnectorName}); !seenScope[sk] {
+			seenScope[sk] = true
+			keys = append(keys, sk)
+		}
 		rows[i], fences[i] = *r.operationRow(in), Fence{CallerDID: in.CallerDID, OperationID: in.OperationID}
 	}
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	// The plugin seeds each row's incarnation before the INSERT: a stored
-	// row with that incarnation is one this call created.
-	if err := r.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 1000).Error; err != nil {
+	if err := r.allInScope(ctx, keys); err != nil {
 		return nil, fmt.Errorf("record operations: %w", err)
 	}
-	stored, err := r.readFenced(ctx, fences)
+	var stored map[opKey]*models.Operation
+	err = r.Transaction(ctx, func(_ *gorm.DB, tx *Repository) error {
+		// The plugin seeds each row's incarnation before the INSERT: a
+		// stored row with that incarnation is one this call created.
+		if err := tx.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, recordBatch).Error; err != nil {
+			return err
+		}
+		stored, err = tx.readFenced(ctx, fences)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("record operations: %w", err)
 	}
@@ -210,6 +228,9 @@ func validateOperationInput(in OperationInput) error {
 		"owner", in.OwnerDID, "connector", in.ConnectorName, "model", in.Model, "op", in.Op,
 		"account key", in.AccountKey, "target", in.Target,
 		"deterministic event id", in.DeterministicEventID, "payload hash", in.PayloadHash)
+	if err == nil {
+		err = requireText("operation", in)
+	}
 	if err != nil {
 		return err
 	}

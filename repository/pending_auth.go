@@ -63,6 +63,9 @@ func (r *Repository) SavePendingAuth(ctx context.Context, in PendingAuthInput) (
 func (r *Repository) pendingAuthRow(in PendingAuthInput) (*models.PendingAuth, error) {
 	err := requireKeys("state", in.State, "code verifier", in.CodeVerifier.Reveal(), "owner", in.OwnerDID,
 		"connector", in.ConnectorName, "redirect URI", in.RedirectURI)
+	if err == nil {
+		err = requireText("pending auth", in)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ type Repository struct {
 // transactions (see package sqliteconn); New refuses one that does not with
 // ErrUnsafeSQLite.
 func New(db *gorm.DB, opts Options) (*Repository, error) {
+	if db == nil {
+		return nil, invalid("db is nil")
+	}
 	if !hooks.Registered(db) {
 		return nil, ErrPluginMissing
 	}
@@ -75,6 +78,11 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	}
 	if opts.Backoff == nil {
 		opts.Backoff = DefaultBackoff()
+	}
+	if v, ok := opts.Backoff.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return nil, fmt.Errorf("new repository: %w", err)
+		}
 	}
 	if opts.LeaseClock == DatabaseLeaseClock && dbNowMillis[db.Dialector.Name()] == "" {
 		return nil, invalid("database lease clock is not available on %s", db.Dialector.Name())
@@ -103,6 +111,10 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 // ErrPluginMissing rather than writing unguarded.
 func (r *Repository) WithTx(tx *gorm.DB) *Repository {
 	cp := *r
+	if tx == nil {
+		cp.err = fmt.Errorf("with tx: %w", invalid("tx is nil"))
+		return &cp
+	}
 	cp.db, cp.sess, cp.err = tx, session(tx), nil
 	if !hooks.Registered(tx) {
 		cp.err = fmt.Errorf("%w: the handle given to WithTx has none", ErrPluginMissing)
@@ -116,6 +128,9 @@ func (r *Repository) WithTx(tx *gorm.DB) *Repository {
 func (r *Repository) Transaction(ctx context.Context, fn func(tx *gorm.DB, repo *Repository) error) error {
 	if r.err != nil {
 		return r.err
+	}
+	if fn == nil {
+		return fmt.Errorf("transaction: %w", invalid("fn is nil"))
 	}
 	return r.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return fn(tx, r.WithTx(tx)) })
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm"
+	"gorm.io/plugin/dbresolver"
 )
 
 // scopeColumns are the columns every connstore table has; a repository's
@@ -22,37 +22,83 @@ const scopeColumns = "owner_did and connector_name"
 //
 // The scopes may name only owner_did and connector_name, unqualified: those
 // are the columns every connstore table shares. WithScopes checks that by
-// running them once against a probe row, and refuses any other scope with
+// running them once, on the primary, against a probe row, and refuses any
+// other scope with ErrInvalidInput. A probe that fails without the scopes
+// too (the database is unreachable, ctx ended) is that failure, not
 // ErrInvalidInput.
 func (r *Repository) WithScopes(ctx context.Context, s ...scopes.Scope) (*Repository, error) {
+	if r.err != nil {
+		return nil, fmt.Errorf("with scopes: %w", r.err)
+	}
+	for i, sc := range s {
+		if sc == nil {
+			return nil, fmt.Errorf("with scopes: %w", invalid("scope %d is nil", i))
+		}
+	}
 	cp := *r
 	cp.scopes = append(append([]scopes.Scope(nil), r.scopes...), s...)
-	var rows []int
-	if err := cp.probe(ctx, "", "").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("with scopes: %w: scopes may name only %s: %w", ErrInvalidInput, scopeColumns, err)
+	_, err := cp.admitted(ctx, []scopeKey{{}})
+	if err == nil {
+		return &cp, nil
 	}
-	return &cp, nil
+	bare := *r
+	bare.scopes = nil
+	if _, bareErr := bare.admitted(ctx, []scopeKey{{}}); bareErr != nil {
+		return nil, fmt.Errorf("with scopes: %w", bareErr)
+	}
+	return nil, fmt.Errorf("with scopes: %w: scopes may name only %s: %w", ErrInvalidInput, scopeColumns, err)
 }
 
-// probe selects one row from a one-row table holding owner and connector,
-// filtered by the repository's scopes: a row exists iff the key is in scope.
-func (r *Repository) probe(ctx context.Context, owner, connector string) *gorm.DB {
-	return r.base(ctx).Table("(SELECT CAST(? AS TEXT) AS owner_did, CAST(? AS TEXT) AS connector_name) AS connstore_scope",
-		owner, connector).Select("1").Scopes(r.scopes...).Limit(1)
+// scopeKey is the (owner, connector) a row would be created for.
+type scopeKey struct{ owner, connector string }
+
+// admitted returns which of keys the repository's scopes admit, in one
+// statement on the primary (the decision is a write's): the keys travel as
+// one JSON row set, filtered by the scopes as a table holding owner_did and
+// connector_name.
+func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKey]bool, error) {
+	rows := make([][]any, len(keys))
+	for i, k := range keys {
+		rows[i] = []any{k.owner, k.connector}
+	}
+	from, doc, err := jsonTableAs(r.db.Dialector.Name(), "connstore_scope",
+		[]batchCol{{"owner_did", "text"}, {"connector_name", "text"}}, rows)
+	if err != nil {
+		return nil, err
+	}
+	var found []struct{ OwnerDID, ConnectorName string }
+	err = r.base(ctx).Clauses(dbresolver.Write).Table(from, doc).Select("owner_did", "connector_name").
+		Scopes(r.scopes...).Find(&found).Error
+	if err != nil {
+		return nil, err
+	}
+	in := make(map[scopeKey]bool, len(found))
+	for _, f := range found {
+		in[scopeKey{f.OwnerDID, f.ConnectorName}] = true
+	}
+	return in, nil
 }
 
 // inScope refuses a key the repository's scopes exclude, before a write
 // that would create a row for it.
 func (r *Repository) inScope(ctx context.Context, owner, connector string) error {
-	if len(r.scopes) == 0 || r.err != nil {
+	return r.allInScope(ctx, []scopeKey{{owner, connector}})
+}
+
+// allInScope refuses keys when any is outside the repository's scopes: one
+// statement for a whole batch, whatever its size.
+func (r *Repository) allInScope(ctx context.Context, keys []scopeKey) error {
+	if len(r.scopes) == 0 || r.err != nil || len(keys) == 0 {
 		return nil
 	}
-	var rows []int
-	if err := r.probe(ctx, owner, connector).Find(&rows).Error; err != nil {
+	in, err := r.admitted(ctx, keys)
+	if err != nil {
 		return err
 	}
-	if len(rows) == 0 {
-		return fmt.Errorf("%w: %s/%s", ErrOutOfScope, owner, connector)
+	for _, k := range keys {
+		if !in[k] {
+			return fmt.Errorf("%w: %s/%s", ErrOutOfScope, k.owner, k.connector)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -108,7 +109,7 @@ type SweepOutcome struct {
 func (r *Repository) RecordSweepOutcome(ctx context.Context, o SweepOutcome) (_ bool, err error) {
 	ctx, end := r.start(ctx, "RecordSweepOutcome")
 	defer end(&err)
-	if err := o.validate(); err != nil {
+	if err := errors.Join(o.validate(), requireText("outcome", o)); err != nil {
 		return false, fmt.Errorf("record sweep outcome: %w", err)
 	}
 	if !outcomeStates[o.Outcome] {
@@ -138,7 +139,7 @@ type ApplyFailure struct {
 func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure) (refused bool, err error) {
 	ctx, end := r.start(ctx, "RecordSweepApplyFailure")
 	defer end(&err)
-	if err := f.validate(); err != nil {
+	if err := errors.Join(f.validate(), requireText("apply failure", f)); err != nil {
 		return false, fmt.Errorf("record sweep apply failure: %w", err)
 	}
 	if f.LastError == "" {

@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/models"
@@ -183,6 +184,9 @@ func validateReceipt(rec RelistReceipt, candidates []CandidateInput) error {
 		return err
 	}
 	if err := requireJSON(rec.Scope, rec.Keep, rec.Predicate); err != nil {
+		return err
+	}
+	if err := errors.Join(requireText("receipt", rec), requireText("candidates", candidates)); err != nil {
 		return err
 	}
 	for i, c := range candidates {

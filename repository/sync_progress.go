@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/hooks"
@@ -272,7 +273,8 @@ func recompute(ctx context.Context, fn RecomputeFunc, cur *SyncProgressCurrent) 
 	if err != nil {
 		return res, fmt.Errorf("recompute: %w", err)
 	}
-	if err := validateProgress(res.LastSyncedAt, res.EntityCount, res.Checkpoint, res.Recovery); err != nil {
+	if err := errors.Join(requireText("result", res),
+		validateProgress(res.LastSyncedAt, res.EntityCount, res.Checkpoint, res.Recovery)); err != nil {
 		return res, fmt.Errorf("recompute result: %w", err)
 	}
 	return res, nil

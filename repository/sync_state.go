@@ -129,6 +129,9 @@ func validateSyncStateInput(connector, owner string, in SyncStateInput) error {
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return err
 	}
+	if err := requireText("sync state", in); err != nil {
+		return err
+	}
 	if !syncStatuses[in.Status] {
 		return invalid("unknown sync status %q", in.Status)
 	}

@@ -2,7 +2,10 @@ package repository
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/connstore/connstore/models"
 )
@@ -13,7 +16,8 @@ import (
 // first, clearly, and changes nothing.
 const MaxKeyLength = 1024
 
-// requireKeys checks name/value pairs for empty or oversized values.
+// requireKeys checks name/value pairs for empty, oversized or unstorable
+// (see textError) values.
 func requireKeys(pairs ...string) error {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		switch v := pairs[i+1]; {
@@ -21,6 +25,77 @@ func requireKeys(pairs ...string) error {
 			return invalid("%s is empty", pairs[i])
 		case len(v) > MaxKeyLength:
 			return invalid("%s is %d bytes, over the %d-byte limit", pairs[i], len(v), MaxKeyLength)
+		}
+		if err := textError(pairs[i], pairs[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// textError refuses text that one of the databases cannot store: invalid
+// UTF-8, or a NUL byte. PostgreSQL rejects both in a text value (SQLSTATE
+// 22021) where SQLite stores them, so without this check the same call
+// succeeds on one database and fails on the other with a driver error; with
+// it, both refuse it first with ErrInvalidInput and change nothing.
+func textError(name, v string) error {
+	switch {
+	case !utf8.ValidString(v):
+		return invalid("%s is not valid UTF-8", name)
+	case strings.IndexByte(v, 0) >= 0:
+		return invalid("%s contains a NUL byte", name)
+	}
+	return nil
+}
+
+// requireText applies textError to every string a value carries: a string,
+// a pointer to one, a JSON document, and recursively the exported fields of
+// structs and the elements of slices. Every write validates its whole input
+// with it, single and batched paths alike, so no field is left out by
+// accident when one is added.
+func requireText(name string, v any) error {
+	return textIn(name, reflect.ValueOf(v))
+}
+
+var jsonType = reflect.TypeFor[models.JSON]()
+
+func textIn(name string, v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return textIn(name, v.Elem())
+	case reflect.String:
+		return textError(name, v.String())
+	case reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			field := f.Name
+			if !f.Anonymous {
+				field = strings.TrimPrefix(name+"."+f.Name, ".")
+			} else {
+				field = name
+			}
+			if err := textIn(field, v.Field(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if v.Type() == jsonType {
+			return textError(name, string(v.Bytes()))
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil // raw bytes are not text
+		}
+		for i := range v.Len() {
+			if err := textIn(fmt.Sprintf("%s[%d]", name, i), v.Index(i)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -49,6 +124,9 @@ func requireJSON(docs ...models.JSON) error {
 	for _, d := range docs {
 		if d.IsNull() {
 			continue
+		}
+		if err := textError("JSON document", string(d)); err != nil {
+			return err
 		}
 		if _, err := models.ParseJSON(d); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidInput, err)

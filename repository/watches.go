@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -140,7 +141,7 @@ func verificationSet(p VerificationParams) (map[string]any, error) {
 	if p.Watch == nil {
 		return nil, invalid("watch is nil")
 	}
-	if err := KeyOf(p.Watch).validate(); err != nil {
+	if err := errors.Join(KeyOf(p.Watch).validate(), requireText("verification", p)); err != nil {
 		return nil, err
 	}
 	set := map[string]any{"verification_status": p.Outcome}
