@@ -205,12 +205,12 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 	// The keys travel as one JSON value, as the batch itself does: a
 	// row-value IN list of thousands of tuples exceeds PostgreSQL's parser
 	// stack and SQLite's bound-parameter limit.
-	from, doc, err := jsonTable(r.db.Dialector.Name(), []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}}, keys)
+	from, vars, err := jsonTable(r.db.Dialector.Name(), []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}}, keys)
 	if err != nil {
 		return nil, err
 	}
 	var rows []models.Operation
-	err = r.primary(ctx).Where("(caller_did, operation_id) IN (SELECT v.v_caller_did, v.v_operation_id FROM "+from+")", doc).
+	err = r.primary(ctx).Where("(caller_did, operation_id) IN (SELECT v.v_caller_did, v.v_operation_id FROM "+from+")", vars...).
 		Find(&rows).Error
 	if err != nil {
 		return nil, err

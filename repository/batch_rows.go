@@ -84,11 +84,11 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 		}
 		p.where = append(p.where, clause.Expr{SQL: "(v.g_" + g.col + " IS NULL OR " + stored + ")"})
 	}
-	sql, doc, err := jsonTable(dialect, cols, rows)
+	sql, vars, err := jsonTable(dialect, cols, rows)
 	if err != nil {
 		return batchPlan{}, err
 	}
-	p.from = fromRows{sql: sql, doc: doc}
+	p.from = fromRows{sql: sql, vars: vars}
 	return p, nil
 }
 
@@ -142,13 +142,16 @@ func sameValue(ws []fencedWrite, col string) (any, bool) {
 }
 
 // fromRows is the FROM clause of a batched UPDATE.
-type fromRows struct{ sql, doc string }
+type fromRows struct {
+	sql  string
+	vars []any
+}
 
 // Name implements clause.Interface.
 func (fromRows) Name() string { return "FROM" }
 
 // Build implements clause.Expression.
-func (f fromRows) Build(b clause.Builder) { clause.Expr{SQL: f.sql, Vars: []any{f.doc}}.Build(b) }
+func (f fromRows) Build(b clause.Builder) { clause.Expr{SQL: f.sql, Vars: f.vars}.Build(b) }
 
 // MergeClause implements clause.Interface.
 func (f fromRows) MergeClause(c *clause.Clause) { c.Expression = f }

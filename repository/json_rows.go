@@ -12,20 +12,24 @@ import (
 )
 
 // jsonTable is rows as a table v for a FROM clause: the SQL that reads it,
-// and the one JSON value it binds. Many rows travel as one parameter, so the
-// statement's text does not depend on how many there are (PostgreSQL
-// prepares and plans it once) and no bound-parameter limit or parser depth
-// caps a batch. A column with no type is typed from its values.
-func jsonTable(dialect string, cols []batchCol, rows [][]any) (sql, doc string, err error) {
+// and the values it binds (the rows as one JSON value, and their count).
+// Many rows travel as one parameter, so the statement's text does not
+// depend on how many there are and no bound-parameter limit or parser depth
+// caps a batch. The count bounds the table (LIMIT n, which changes nothing):
+// the planner otherwise guesses 100 rows for a JSON row set and prefers
+// scanning a table of a few thousand rows to finding a 16-row batch by key.
+// A column with no type is typed from its values.
+func jsonTable(dialect string, cols []batchCol, rows [][]any) (sql string, vars []any, err error) {
 	return jsonTableAs(dialect, "v", cols, rows)
 }
 
 // jsonTableAs is jsonTable under another alias.
-func jsonTableAs(dialect, alias string, cols []batchCol, rows [][]any) (sql, doc string, err error) {
-	if doc, err = encodeRows(cols, rows); err != nil {
-		return "", "", err
+func jsonTableAs(dialect, alias string, cols []batchCol, rows [][]any) (sql string, vars []any, err error) {
+	doc, err := encodeRows(cols, rows)
+	if err != nil {
+		return "", nil, err
 	}
-	return fromSQL(dialect, alias, cols), doc, nil
+	return fromSQL(dialect, alias, cols), []any{doc, int64(len(rows))}, nil
 }
 
 // batchCol is one column of v: its name in v and in the JSON rows, and its
@@ -37,14 +41,14 @@ type batchCol struct{ name, typ string }
 func fromSQL(dialect, alias string, cols []batchCol) string {
 	var b strings.Builder
 	if dialect == "postgres" {
-		b.WriteString("json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS " + alias + "(")
+		b.WriteString("(SELECT * FROM json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS r(")
 		for i, c := range cols {
 			if i > 0 {
 				b.WriteString(", ")
 			}
 			b.WriteString(c.name + " " + c.typ)
 		}
-		b.WriteString(")")
+		b.WriteString(") LIMIT CAST(? AS BIGINT)) AS " + alias)
 		return b.String()
 	}
 	b.WriteString("(SELECT ")
@@ -54,7 +58,7 @@ func fromSQL(dialect, alias string, cols []batchCol) string {
 		}
 		b.WriteString("json_extract(value, '$." + c.name + "') AS " + c.name)
 	}
-	b.WriteString(" FROM json_each(?)) AS " + alias)
+	b.WriteString(" FROM json_each(?) LIMIT ?) AS " + alias)
 	return b.String()
 }
 

@@ -61,13 +61,13 @@ func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKe
 	for i, k := range keys {
 		rows[i] = []any{k.owner, k.connector}
 	}
-	from, doc, err := jsonTableAs(r.db.Dialector.Name(), "connstore_scope",
+	from, vars, err := jsonTableAs(r.db.Dialector.Name(), "connstore_scope",
 		[]batchCol{{"owner_did", "text"}, {"connector_name", "text"}}, rows)
 	if err != nil {
 		return nil, err
 	}
 	var found []struct{ OwnerDID, ConnectorName string }
-	err = r.base(ctx).Clauses(dbresolver.Write).Table(from, doc).Select("owner_did", "connector_name").
+	err = r.base(ctx).Clauses(dbresolver.Write).Table(from, vars...).Select("owner_did", "connector_name").
 		Scopes(r.scopes...).Find(&found).Error
 	if err != nil {
 		return nil, err

@@ -159,7 +159,7 @@ func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int6
 		for _, c := range in[start:min(start+candidateBatch, len(in))] {
 			rows = append(rows, []any{c.DocumentID, c.SourceID, c.ModelID})
 		}
-		from, doc, err := jsonTable(tx.Dialector.Name(), cols, rows)
+		from, vars, err := jsonTable(tx.Dialector.Name(), cols, rows)
 		if err != nil {
 			return err
 		}
@@ -168,7 +168,7 @@ func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int6
 			document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
 			SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.v_document_id, v.v_source_id,
 				v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
-			key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now, doc).Error
+			append([]any{key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now}, vars...)...).Error
 		if err != nil {
 			return err
 		}
