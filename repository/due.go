@@ -137,7 +137,7 @@ func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (_ *Due
 }
 
 func (r *Repository) eachDue(ctx context.Context, p DueParams, emit func(DueItem) error) error {
-	if err := p.normalize(); err != nil {
+	if err := errors.Join(p.normalize(), requireText("due", p)); err != nil {
 		return fmt.Errorf("list due operations: %w", err)
 	}
 	db := r.conn(ctx)

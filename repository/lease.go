@@ -3,6 +3,7 @@ package repository
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -35,7 +36,7 @@ type ClaimParams struct {
 func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []models.Operation, err error) {
 	ctx, end := r.start(ctx, "ClaimOperations")
 	defer end(&err)
-	if err := requireLimit(p.Limit); err != nil {
+	if err := errors.Join(requireLimit(p.Limit), requireText("claim", p)); err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
 	if p.LeaseFor <= 0 {

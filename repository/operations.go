@@ -206,7 +206,7 @@ type ListOperationsParams struct {
 func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperationsParams) (_ []models.Operation, err error) {
 	ctx, end := r.start(ctx, "ListOperationsByOwner")
 	defer end(&err)
-	if err := errors.Join(requireKeys("owner", p.OwnerDID), requireLimit(p.Limit)); err != nil {
+	if err := errors.Join(requireKeys("owner", p.OwnerDID), requireLimit(p.Limit), requireText("list", p)); err != nil {
 		return nil, fmt.Errorf("list operations: %w", err)
 	}
 	var after []any

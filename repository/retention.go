@@ -3,6 +3,7 @@ package repository
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -108,7 +109,7 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	if err := requireTime("before", p.Before); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
-	if err := requireLimit(p.Limit); err != nil {
+	if err := errors.Join(requireLimit(p.Limit), requireText("collect", p)); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
 	if p.Cursor == "" {

@@ -62,7 +62,7 @@ func (r *Repository) ListSweepCandidates(ctx context.Context, p ListCandidatesPa
 	defer end(&err)
 	err = requireKeys("owner", p.OwnerDID, "connector", p.ConnectorName)
 	if err == nil {
-		err = requireLimit(p.Limit)
+		err = errors.Join(requireLimit(p.Limit), requireText("list", p))
 	}
 	if err == nil && p.DueAt != nil {
 		err = requireTime("due at", *p.DueAt)
