@@ -66,7 +66,10 @@ func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKe
 	if err != nil {
 		return nil, err
 	}
-	var found []struct{ OwnerDID, ConnectorName string }
+	var found []struct {
+		OwnerDID      string `gorm:"column:owner_did"`
+		ConnectorName string `gorm:"column:connector_name"`
+	}
 	err = r.base(ctx).Clauses(dbresolver.Write).Table(from, vars...).Select("owner_did", "connector_name").
 		Scopes(r.scopes...).Find(&found).Error
 	if err != nil {
