@@ -92,8 +92,11 @@ func TestWorkerRecordsResults(t *testing.T) {
 		require.Zero(t, count(t, e.db, &models.Operation{}, "lease_token IS NOT NULL"), "every lease ended")
 		require.Equal(t, int64(40), stats.Claimed)
 		require.Equal(t, int64(8), stats.Committed)
-		require.Equal(t, int64(16), stats.Failed)
-		require.Equal(t, int64(16), stats.Finished)
+		require.Equal(t, int64(16), stats.Retried, "8 retries and 8 panics")
+		require.Equal(t, int64(8), stats.Panicked)
+		require.Equal(t, int64(8), stats.Dead)
+		require.Equal(t, int64(8), stats.ReconcileOnly)
+		require.Zero(t, stats.Refused+stats.LeaseLost+stats.Unrecorded)
 	})
 }
 
@@ -146,7 +149,7 @@ func TestWorkerHoldsItsBound(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		seedDue(t, e, 40)
 		var running atomic.Int64
-		pool, err := worker.New(realRepo(t, e), worker.Config{Concurrency: 2, BatchSize: 3, ShutdownGrace: -1,
+		pool, err := worker.New(realRepo(t, e), worker.Config{Concurrency: 2, BatchSize: 3, ShutdownGrace: time.Nanosecond,
 			PollInterval: time.Millisecond, Handler: func(ctx context.Context, _ *models.Operation) worker.Result {
 				running.Add(1)
 				<-ctx.Done()
@@ -166,7 +169,7 @@ func TestWorkerHoldsItsBound(t *testing.T) {
 	})
 }
 
-// TestWorkerCancellationReleases: cancelling the pool (no grace) cancels
+// TestWorkerCancellationReleases: cancelling the pool (a grace of 1 ns) cancels
 // running handlers; their operations are released, not failed; and no
 // goroutine the pool started is left behind. Not parallel: the goroutine
 // count must see this pool alone.
@@ -176,7 +179,7 @@ func TestWorkerCancellationReleases(t *testing.T) {
 		seedDue(t, e, 6)
 		require.Zero(t, poolGoroutines())
 		var running atomic.Int64
-		pool, err := worker.New(realRepo(t, e), worker.Config{Concurrency: 3, ShutdownGrace: -1,
+		pool, err := worker.New(realRepo(t, e), worker.Config{Concurrency: 3, ShutdownGrace: time.Nanosecond,
 			Handler: func(ctx context.Context, _ *models.Operation) worker.Result {
 				running.Add(1)
 				<-ctx.Done()
@@ -185,7 +188,7 @@ func TestWorkerCancellationReleases(t *testing.T) {
 		require.NoError(t, err)
 		stats := runPool(t, pool, func() bool { return running.Load() == 3 })
 		require.Equal(t, stats.Claimed, stats.Released, "every claimed operation, running or queued, is released")
-		require.Zero(t, stats.Failed)
+		require.Zero(t, stats.Retried)
 		require.Zero(t, count(t, e.db, &models.Operation{}, "lease_token IS NOT NULL"), "held leases are released")
 		require.Zero(t, count(t, e.db, &models.Operation{}, "attempts <> 0"), "an interrupted attempt is not a failure")
 		require.Zero(t, poolGoroutines(), "Run returned with every goroutine it started ended")

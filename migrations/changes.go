@@ -119,3 +119,45 @@ func dropLeaseIndexMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// NotifyChannel is the PostgreSQL channel a recorded operation is announced
+// on (see recordNotifyMigration); the payload is the schema of the
+// operation table, so pools on other schemas of one database ignore it.
+const NotifyChannel = "connstore_operation_recorded"
+
+// recordNotifyMigration announces recorded operations on PostgreSQL: a
+// statement-level trigger on INSERT sends NOTIFY, which PostgreSQL delivers
+// only when the inserting transaction commits (a rolled-back recording wakes
+// nobody) and sends once per transaction however many rows or statements it
+// inserted. Idle worker pools LISTEN and claim at once instead of waiting
+// for their next poll. SQLite has no such thing: pools there poll.
+func recordNotifyMigration() *gormigrate.Migration {
+	onPostgres := func(tx *gorm.DB, statements []string) error {
+		if tx.Dialector.Name() != "postgres" {
+			return nil
+		}
+		return execAll(tx, statements)
+	}
+	return &gormigrate.Migration{
+		ID: "connstore_0011_record_notify",
+		Migrate: func(tx *gorm.DB) error {
+			return onPostgres(tx, []string{
+				`CREATE OR REPLACE FUNCTION kubun_connector_operation_notify() RETURNS trigger
+					LANGUAGE plpgsql AS $$
+					BEGIN
+						PERFORM pg_notify('` + NotifyChannel + `', TG_TABLE_SCHEMA);
+						RETURN NULL;
+					END $$`,
+				`DROP TRIGGER IF EXISTS kubun_connector_operation_notify ON kubun_connector_operation`,
+				`CREATE TRIGGER kubun_connector_operation_notify AFTER INSERT ON kubun_connector_operation
+					FOR EACH STATEMENT EXECUTE FUNCTION kubun_connector_operation_notify()`,
+			})
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return onPostgres(tx, []string{
+				`DROP TRIGGER IF EXISTS kubun_connector_operation_notify ON kubun_connector_operation`,
+				`DROP FUNCTION IF EXISTS kubun_connector_operation_notify()`,
+			})
+		},
+	}
+}

@@ -206,6 +206,7 @@ func all() []*gormigrate.Migration {
 		receiptSequenceIndexMigration(),
 		retentionHoldMigration(),
 		dropLeaseIndexMigration(),
+		recordNotifyMigration(),
 	}
 }
 

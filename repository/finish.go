@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/connstore/connstore/models"
 )
@@ -34,6 +35,21 @@ func (r *Repository) CommitOperation(ctx context.Context, p CommitParams) (_ *Fe
 		return nil, err
 	}
 	return r.fencedUpdate(ctx, w)
+}
+
+// Validate reports, as ErrInvalidInput, what CommitOperation(s) would
+// refuse in p before writing anything: the same checks, shared. A document
+// id other than the one the operation was recorded with is only known
+// against the stored row; it is refused when the write meets it.
+func (p CommitParams) Validate() error {
+	w, err := commitWrite(p)
+	if err != nil {
+		return err
+	}
+	if err := w.validate(); err != nil {
+		return fmt.Errorf("%s: %w", w.action, err)
+	}
+	return nil
 }
 
 // commitWrite is the fenced write of one commit.
@@ -103,6 +119,12 @@ type FailureParams struct {
 	Kind string
 	// HTTPStatus is the provider's status code, if there was one.
 	HTTPStatus *int64
+	// NotBefore is the provider's own earliest retry time, if it gave one
+	// (a Retry-After header): the next attempt is at the later of it and
+	// the backoff's, so the backoff never brings a retry forward past what
+	// the provider asked. It does not keep an operation the backoff
+	// declares dead alive.
+	NotBefore *time.Time
 }
 
 // RecordOperationFailure counts a failed attempt, stores its kind and
@@ -123,12 +145,22 @@ func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams
 	return r.fencedUpdate(ctx, r.failureWrite(p, cur))
 }
 
+// Validate reports, as ErrInvalidInput, what RecordOperationFailure(s)
+// would refuse in p before reading or writing anything; a worker checks a
+// handler's result with it when the handler returns.
+func (p FailureParams) Validate() error { return validateFailure(p) }
+
 func validateFailure(p FailureParams) error {
 	if p.Kind == "" {
 		return fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
 	}
 	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
 		return fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
+	}
+	if p.NotBefore != nil {
+		if err := requireTime("retry not-before time", *p.NotBefore); err != nil {
+			return fmt.Errorf("record failure: %w", err)
+		}
 	}
 	if err := errors.Join(p.Fence.validate(), requireText("failure", p)); err != nil {
 		return fmt.Errorf("record failure: %w", err)
@@ -144,7 +176,11 @@ func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fenced
 	if delay, dead := r.backoff.Next(attempts, p.Kind); dead {
 		set["state"], set["next_attempt_at"] = models.OperationDead, nil
 	} else {
-		set["state"], set["next_attempt_at"] = models.OperationAttempted, r.now().Add(delay).UnixMilli()
+		next := r.now().Add(delay)
+		if p.NotBefore != nil && p.NotBefore.After(next) {
+			next = *p.NotBefore
+		}
+		set["state"], set["next_attempt_at"] = models.OperationAttempted, next.UnixMilli()
 	}
 	return fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
 		guards: []guard{{col: "attempts", value: cur.Attempts}},

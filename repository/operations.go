@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -26,6 +27,12 @@ type OperationInput struct {
 	DocumentID *string
 	// ReissueIntent is the JSON needed to re-drive the write; required.
 	ReissueIntent models.JSON
+	// NotBefore, when set, is the earliest time the operation may be
+	// claimed (run-at): it is stored as the operation's next attempt time,
+	// the column every claim is bounded by, so a scheduled operation costs
+	// a claim nothing until it is due. nil means due at once. A replay of
+	// the record keeps the stored time.
+	NotBefore *time.Time
 }
 
 // RecordOperation records an attempted operation idempotently by
@@ -64,12 +71,16 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 // ascending) the same on both databases, which place NULLs at opposite ends.
 func (r *Repository) operationRow(in OperationInput) *models.Operation {
 	now := r.nowMillis()
+	next := now
+	if in.NotBefore != nil {
+		next = in.NotBefore.UnixMilli()
+	}
 	return &models.Operation{
 		CallerDID: in.CallerDID, OperationID: in.OperationID, NodeKey: in.NodeKey, OwnerDID: in.OwnerDID,
 		ConnectorName: in.ConnectorName, Model: in.Model, Op: in.Op, AccountKey: in.AccountKey,
 		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
 		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent, DocumentID: in.DocumentID,
-		State: models.OperationAttempted, NextAttemptAt: &now, CreatedAt: now, UpdatedAt: now,
+		State: models.OperationAttempted, NextAttemptAt: &next, CreatedAt: now, UpdatedAt: now,
 	}
 }
 
@@ -236,6 +247,11 @@ func validateOperationInput(in OperationInput) error {
 	}
 	if in.DocumentID != nil {
 		if err := requireKeys("document id (leave it nil when there is none)", *in.DocumentID); err != nil {
+			return err
+		}
+	}
+	if in.NotBefore != nil {
+		if err := requireTime("not-before time (leave it nil for at once)", *in.NotBefore); err != nil {
 			return err
 		}
 	}

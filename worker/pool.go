@@ -1,93 +1,87 @@
 package worker
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"sync/atomic"
-	"time"
 
-	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 )
 
-// Config tunes a Pool; only Handler is required.
-type Config struct {
-	// Handler performs each operation; required.
-	Handler Handler
-	// Concurrency is the most handlers running at once; 0 means 4.
-	Concurrency int
-	// BatchSize is the most operations one claim leases; 0 means
-	// Concurrency. The pool holds at most Concurrency + 2 × BatchSize
-	// leases: the running handlers' and two batches, so a claim overlaps the
-	// recording of the previous batch's results.
-	BatchSize int
-	// LeaseFor is each lease's length; 0 means one minute.
-	LeaseFor time.Duration
-	// HeartbeatEvery is how often running handlers' leases are extended;
-	// 0 means LeaseFor / 3.
-	HeartbeatEvery time.Duration
-	// PollInterval is the wait after a claim found nothing; 0 means 100 ms.
-	PollInterval time.Duration
-	// FetchCooldown is the least time between claims, so freed slots are
-	// claimed for together; 0 means 1 ms.
-	FetchCooldown time.Duration
-	// FlushEvery is the longest a result waits to be recorded with others;
-	// 0 means 2 ms.
-	FlushEvery time.Duration
-	// ShutdownGrace is how long running handlers may finish after the
-	// pool's context is cancelled; 0 means 10 seconds, negative means none.
-	ShutdownGrace time.Duration
-	// ConnectorName and OwnerDID optionally narrow what the pool claims.
-	ConnectorName, OwnerDID string
-	// Logger receives errors the pool retries past; nil is silent.
-	Logger *slog.Logger
+// ErrAlreadyRunning is returned by Run while another Run of the same pool
+// has not returned: two loops would each hold leases the other heartbeats
+// and records as its own.
+var ErrAlreadyRunning = errors.New("connstore worker: pool is already running")
+
+// Stats counts what a pool did. The recorded outcomes (Committed, Retried,
+// Dead, ReconcileOnly, Snoozed, Released) count operations whose write
+// landed; Refused, Panicked and TimedOut count causes, each also counted
+// in the outcome it became; LeaseLost counts operations whose lease was
+// really lost (a heartbeat or a result refused for the lease), never one
+// the pool itself ended; Unrecorded counts results Run gave up recording
+// at shutdown.
+type Stats struct {
+	// Claimed is the operations leased.
+	Claimed int64
+	// Committed is the commits recorded.
+	Committed int64
+	// Retried is the failed attempts recorded with a next attempt.
+	Retried int64
+	// Dead is the operations ended dead: by the handler, by the backoff
+	// after a failed attempt, or as a refused commit.
+	Dead int64
+	// ReconcileOnly is the operations ended reconcile-only.
+	ReconcileOnly int64
+	// Snoozed is the operations put off without counting an attempt.
+	Snoozed int64
+	// Released is the leases given back at shutdown, unattempted.
+	Released int64
+	// Refused is the handler results the store would refuse (recorded per
+	// the rule in Pool's doc).
+	Refused int64
+	// LeaseLost is the operations whose lease was lost while held.
+	LeaseLost int64
+	// Panicked is the handlers that panicked.
+	Panicked int64
+	// TimedOut is the handlers that passed their timeout.
+	TimedOut int64
+	// Unrecorded is the results not recorded when Run gave up at shutdown.
+	Unrecorded int64
+	// Wakeups is the times a recorded operation woke an idle pool.
+	Wakeups int64
 }
 
-// Stats counts what a pool did.
-type Stats struct {
-	Claimed, Committed, Failed, Finished, Released, LeaseLost int64
+// counters are a pool's Stats as they accumulate.
+type counters struct {
+	claimed, committed, retried, dead, reconcileOnly, snoozed, released atomic.Int64
+	refused, leaseLost, panicked, timedOut, unrecorded, wakeups         atomic.Int64
 }
 
 // Pool is a re-drive worker pool; see the package doc.
+//
+// Every handler result is checked when the handler returns, with the
+// store's own validation (and the claimed row's document id). A result the
+// store would refuse is that operation's own outcome, logged at Error with
+// its key, and never holds up the rest of its batch: a refused commit ends
+// the operation dead (its write may have landed, so it is not re-driven),
+// any other refused result is a failed attempt of kind invalid_result.
 type Pool struct {
-	repo  *repository.Repository
-	cfg   Config
-	stats struct{ claimed, committed, failed, finished, released, leaseLost atomic.Int64 }
+	repo    *repository.Repository
+	cfg     Config
+	stats   counters
+	running atomic.Bool
 }
 
-// New returns a pool on repo.
+// New returns a pool on repo, or ErrInvalidInput (wrapped, naming every
+// problem) for a configuration that cannot work: no handler, a negative
+// count or duration, a heartbeat no shorter than the lease.
 func New(repo *repository.Repository, cfg Config) (*Pool, error) {
-	if repo == nil || cfg.Handler == nil {
-		return nil, fmt.Errorf("%w: worker pool needs a repository and a handler", repository.ErrInvalidInput)
+	if repo == nil {
+		return nil, fmt.Errorf("worker: %w: a repository is required", repository.ErrInvalidInput)
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 4
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = cfg.Concurrency
-	}
-	if cfg.LeaseFor <= 0 {
-		cfg.LeaseFor = time.Minute
-	}
-	if cfg.HeartbeatEvery <= 0 {
-		cfg.HeartbeatEvery = cfg.LeaseFor / 3
-	}
-	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 100 * time.Millisecond
-	}
-	if cfg.FetchCooldown <= 0 {
-		cfg.FetchCooldown = time.Millisecond
-	}
-	if cfg.FlushEvery <= 0 {
-		cfg.FlushEvery = 2 * time.Millisecond
-	}
-	if cfg.ShutdownGrace == 0 {
-		cfg.ShutdownGrace = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	return &Pool{repo: repo, cfg: cfg}, nil
 }
@@ -95,59 +89,9 @@ func New(repo *repository.Repository, cfg Config) (*Pool, error) {
 // Stats returns the pool's counters so far.
 func (p *Pool) Stats() Stats {
 	s := &p.stats
-	return Stats{Claimed: s.claimed.Load(), Committed: s.committed.Load(), Failed: s.failed.Load(),
-		Finished: s.finished.Load(), Released: s.released.Load(), LeaseLost: s.leaseLost.Load()}
-}
-
-// job is one claimed operation while the pool holds it.
-type job struct {
-	op     models.Operation
-	fence  repository.Fence
-	cancel context.CancelFunc
-}
-
-// done is a handler's outcome, on its way to be recorded.
-type done struct {
-	job         *job
-	result      Result
-	interrupted bool // the handler's context ended: release, do not fail
-}
-
-// Run works until ctx is cancelled, then shuts down as the package doc
-// says, and returns nil; it returns early only on a configuration error.
-func (p *Pool) Run(ctx context.Context) error {
-	// Two batches beyond the running handlers are held at once: with one,
-	// short handlers finish a batch before it is recorded and the next claim
-	// waits for that recording, so claims and recordings alternate; with two,
-	// a claim runs while the previous batch is recorded.
-	held := p.cfg.Concurrency + 2*p.cfg.BatchSize
-	r := &run{pool: p, slots: make(chan struct{}, held),
-		running: make(chan struct{}, p.cfg.Concurrency), results: make(chan done, held),
-		held: map[repository.Fence]*job{}}
-	// Handlers outlive ctx by the grace period; recording outlives them.
-	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWork()
-	record, stopRecord := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRecord()
-	stopGrace := context.AfterFunc(ctx, func() {
-		if p.cfg.ShutdownGrace < 0 {
-			stopWork()
-			return
-		}
-		time.AfterFunc(p.cfg.ShutdownGrace, stopWork)
-	})
-	defer stopGrace()
-
-	var completer, heartbeats sync.WaitGroup
-	completer.Go(func() { r.complete(record) })
-	hbCtx, stopHB := context.WithCancel(record)
-	heartbeats.Go(func() { r.heartbeat(hbCtx) })
-
-	r.fetch(ctx, record, work)
-	r.handlers.Wait() // every handler has sent its outcome
-	close(r.results)
-	completer.Wait() // every outcome is recorded
-	stopHB()
-	heartbeats.Wait()
-	return nil
+	return Stats{Claimed: s.claimed.Load(), Committed: s.committed.Load(), Retried: s.retried.Load(),
+		Dead: s.dead.Load(), ReconcileOnly: s.reconcileOnly.Load(), Snoozed: s.snoozed.Load(),
+		Released: s.released.Load(), Refused: s.refused.Load(), LeaseLost: s.leaseLost.Load(),
+		Panicked: s.panicked.Load(), TimedOut: s.timedOut.Load(), Unrecorded: s.unrecorded.Load(),
+		Wakeups: s.wakeups.Load()}
 }

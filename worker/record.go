@@ -2,84 +2,205 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 )
 
-// recordBatch records one batch of outcomes, one batched write per kind,
-// retrying a failed statement (a lost connection) until ctx ends; the
-// fencing makes a retry of a landed write a replay. Then the operations
-// leave the held set and their lease slots free up.
-func (r *run) recordBatch(ctx context.Context, batch []done) {
-	var (
-		commits   []repository.CommitParams
-		failures  []repository.FailureParams
-		dead, rec []repository.Fence
-		release   []repository.Fence
-	)
-	for _, d := range batch {
-		f, res := d.job.fence, d.result
-		switch {
-		case d.interrupted:
-			release = append(release, f)
-		case res.kind == kindCommit:
-			commits = append(commits, repository.CommitParams{Fence: f, DocumentID: res.documentID,
-				ProviderEtag: res.providerEtag, ResultEntity: res.resultEntity})
-		case res.kind == kindDead:
-			dead = append(dead, f)
-		case res.kind == kindReconcileOnly:
-			rec = append(rec, f)
-		default: // a retry, or a zero Result: count the failed attempt
-			kind := res.failureKind
-			if kind == "" {
-				kind = "unspecified"
+// complete records outcomes in batches (whatever arrived within FlushEvery
+// of the first, up to a slot's worth) until every handler has returned and
+// its outcome is recorded, or ctx ends.
+func (r *run) complete(ctx context.Context) {
+	for {
+		var first outcome
+		select {
+		case first = <-r.results:
+		case <-r.idle:
+			// No handler runs or will start: record what is left, then stop.
+			for {
+				select {
+				case o := <-r.results:
+					r.recordBatch(ctx, r.gather(ctx, o))
+				default:
+					return
+				}
 			}
-			failures = append(failures, repository.FailureParams{Fence: f, Kind: kind, HTTPStatus: res.httpStatus})
+		case <-ctx.Done():
+			return
+		}
+		r.recordBatch(ctx, r.gather(ctx, first))
+	}
+}
+
+// gather collects the outcomes arriving within FlushEvery of first.
+func (r *run) gather(ctx context.Context, first outcome) []outcome {
+	batch := []outcome{first}
+	timer := time.NewTimer(r.cfg.FlushEvery)
+	defer timer.Stop()
+	for len(batch) < cap(r.slots) {
+		select {
+		case o := <-r.results:
+			batch = append(batch, o)
+		case <-timer.C:
+			return batch
+		case <-r.idle:
+			return batch
+		case <-ctx.Done():
+			return batch
 		}
 	}
+	return batch
+}
+
+// recordBatch records one batch of outcomes, one batched write per kind,
+// each retried past failed statements (a lost connection) until ctx ends;
+// the fencing makes a retry of a landed write a replay. Refused results
+// are logged here. Then every operation whose write was answered (landed,
+// replayed, or refused for its lease) leaves the held set and frees its
+// slot.
+func (r *run) recordBatch(ctx context.Context, batch []outcome) {
+	// Wait out a heartbeat in flight: it may include these operations, and
+	// once it is done no later one will (they are finished).
+	r.beating.Lock()
+	r.beating.Unlock() //nolint:staticcheck // a barrier, not a critical section
+
+	var (
+		commits  []repository.CommitParams
+		failures []repository.FailureParams
+		snoozes  []repository.SnoozeParams
+		dead     []repository.Fence
+		rec      []repository.Fence
+		release  []repository.Fence
+	)
 	s := &r.pool.stats
-	r.write(ctx, &s.committed, func() ([]repository.BatchOutcome, error) { return r.pool.repo.CommitOperations(ctx, commits) }, len(commits))
-	r.write(ctx, &s.failed, func() ([]repository.BatchOutcome, error) { return r.pool.repo.RecordOperationFailures(ctx, failures) }, len(failures))
-	r.write(ctx, &s.finished, func() ([]repository.BatchOutcome, error) {
-		return r.pool.repo.FinishOperations(ctx, dead, models.OperationDead)
-	}, len(dead))
-	r.write(ctx, &s.finished, func() ([]repository.BatchOutcome, error) {
-		return r.pool.repo.FinishOperations(ctx, rec, models.OperationReconcileOnly)
-	}, len(rec))
-	r.write(ctx, &s.released, func() ([]repository.BatchOutcome, error) { return r.pool.repo.ReleaseOperations(ctx, release) }, len(release))
+	settled := make(map[repository.Fence]bool, len(batch))
+	for _, o := range batch {
+		f := o.job.fence
+		if o.act == actDrop {
+			settled[f] = true
+		}
+		if o.refusal != nil {
+			s.refused.Add(1)
+			r.cfg.Logger.Error("connstore worker: the handler's result is refused", "operation", f.String(),
+				"err", o.refusal, "recorded_as", map[action]string{actDead: "dead", actFailure: KindInvalidResult}[o.act])
+		}
+		if o.panicked {
+			s.panicked.Add(1)
+		}
+		if o.timedOut {
+			s.timedOut.Add(1)
+		}
+		switch o.act {
+		case actCommit:
+			commits = append(commits, o.commit)
+		case actFailure:
+			failures = append(failures, o.failure)
+		case actSnooze:
+			snoozes = append(snoozes, o.snooze)
+		case actDead:
+			dead = append(dead, f)
+		case actReconcileOnly:
+			rec = append(rec, f)
+		case actRelease:
+			release = append(release, f)
+		}
+	}
+	refusedCommits := writeAll(ctx, r, settled, "commit", commits, func(p repository.CommitParams) repository.Fence { return p.Fence }, r.pool.repo.CommitOperations, func(o repository.BatchOutcome) {
+		s.committed.Add(1)
+	})
+	for _, f := range refusedCommits { // the store found the commit invalid for this row (its document id)
+		dead = append(dead, f)
+	}
+	writeAll(ctx, r, settled, "record failure", failures, func(p repository.FailureParams) repository.Fence { return p.Fence }, r.pool.repo.RecordOperationFailures, func(o repository.BatchOutcome) {
+		if o.Write.State == models.OperationDead {
+			s.dead.Add(1)
+		} else {
+			s.retried.Add(1)
+		}
+	})
+	writeAll(ctx, r, settled, "snooze", snoozes, func(p repository.SnoozeParams) repository.Fence { return p.Fence }, r.pool.repo.SnoozeOperations, func(repository.BatchOutcome) { s.snoozed.Add(1) })
+	finish := func(state string) func(context.Context, []repository.Fence) ([]repository.BatchOutcome, error) {
+		return func(ctx context.Context, fs []repository.Fence) ([]repository.BatchOutcome, error) {
+			return r.pool.repo.FinishOperations(ctx, fs, state)
+		}
+	}
+	writeAll(ctx, r, settled, "mark dead", dead, self, finish(models.OperationDead), func(repository.BatchOutcome) { s.dead.Add(1) })
+	writeAll(ctx, r, settled, "mark reconcile-only", rec, self, finish(models.OperationReconcileOnly),
+		func(repository.BatchOutcome) { s.reconcileOnly.Add(1) })
+	writeAll(ctx, r, settled, "release", release, self, r.pool.repo.ReleaseOperations, func(repository.BatchOutcome) { s.released.Add(1) })
+
+	// An outcome not settled when ctx ended stays held: giveUp logs it.
 	r.mu.Lock()
-	for _, d := range batch {
-		delete(r.held, d.job.fence)
-		d.job.cancel()
+	freed := 0
+	for _, o := range batch {
+		if settled[o.job.fence] {
+			delete(r.held, o.job.fence)
+			o.job.cancel(nil)
+			freed++
+		}
 	}
 	r.mu.Unlock()
-	for range batch {
+	for range freed {
 		<-r.slots
 	}
 }
 
-// write runs one batched write (when it has items), retrying statement
-// errors, and counts the operations it landed; refusals count as lost leases.
-func (r *run) write(ctx context.Context, landed interface{ Add(int64) int64 }, call func() ([]repository.BatchOutcome, error), n int) {
-	if n == 0 {
-		return
+func self(f repository.Fence) repository.Fence { return f }
+
+// writeAll runs one batched write of items, retrying a failed statement
+// with backoff until ctx ends, and counts each outcome: landed through
+// landed, a lost lease as such. It returns the fences the store refused as
+// invalid for their stored row (a commit's document id). A whole call
+// refused as invalid (which the pool's own validation should make
+// impossible) is split so one item's refusal stays its own.
+func writeAll[P any](ctx context.Context, r *run, settled map[repository.Fence]bool, what string, items []P, fenceOf func(P) repository.Fence,
+	call func(context.Context, []P) ([]repository.BatchOutcome, error), landed func(repository.BatchOutcome)) []repository.Fence {
+	if len(items) == 0 {
+		return nil
 	}
+	var refused []repository.Fence
+	delay := 20 * time.Millisecond
 	for ctx.Err() == nil {
-		out, err := call()
+		out, err := call(ctx, items)
+		if errors.Is(err, repository.ErrInvalidInput) {
+			if len(items) == 1 {
+				r.pool.stats.refused.Add(1)
+				r.cfg.Logger.Error("connstore worker: "+what+" refused; its lease will expire", "operation",
+					fenceOf(items[0]).String(), "err", err)
+				settled[fenceOf(items[0])] = true
+				return nil
+			}
+			for i := range items {
+				refused = append(refused, writeAll(ctx, r, settled, what, items[i:i+1], fenceOf, call, landed)...)
+			}
+			return refused
+		}
 		if err != nil {
-			r.pool.cfg.Logger.Warn("connstore worker: recording results failed; retrying", "err", err)
-			sleep(ctx, 50*time.Millisecond)
+			if ctx.Err() == nil {
+				r.cfg.Logger.Warn("connstore worker: recording results failed; retrying", "write", what, "err", err)
+			}
+			sleep(ctx, delay)
+			delay = min(2*delay, time.Second)
 			continue
 		}
 		for _, o := range out {
-			if o.Err != nil {
+			settled[o.Fence] = true
+			switch {
+			case o.Err == nil:
+				landed(o)
+			case errors.Is(o.Err, repository.ErrInvalidInput):
+				r.pool.stats.refused.Add(1)
+				r.cfg.Logger.Error("connstore worker: "+what+" refused by the store", "operation", o.Fence.String(), "err", o.Err)
+				refused = append(refused, o.Fence)
+			default: // a lost lease, or the row is gone
 				r.pool.stats.leaseLost.Add(1)
-			} else {
-				landed.Add(1)
+				r.cfg.Logger.Warn("connstore worker: "+what+" not recorded: the lease was lost", "operation",
+					o.Fence.String(), "err", o.Err)
 			}
 		}
-		return
+		return refused
 	}
+	return nil
 }

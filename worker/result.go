@@ -2,14 +2,14 @@ package worker
 
 import (
 	"context"
+	"time"
 
 	"github.com/connstore/connstore/models"
 )
 
 // Handler performs one operation's outbound write and says how it ended.
-// Its context is cancelled when the pool shuts down past its grace period
-// or the operation's lease is lost; a handler that returns because of that
-// has its operation released, not failed.
+// Its context is cancelled when the pool shuts down past its grace period,
+// when its timeout passes, or when the operation's lease is lost.
 type Handler func(ctx context.Context, op *models.Operation) Result
 
 type resultKind int
@@ -17,18 +17,23 @@ type resultKind int
 const (
 	kindCommit resultKind = iota + 1
 	kindRetry
+	kindSnooze
 	kindDead
 	kindReconcileOnly
 )
 
 // Result is how a handler's attempt ended; build it with Commit, Retry,
-// Dead or ReconcileOnly.
+// RetryAt, Snooze, Dead or ReconcileOnly. The zero Result is not an
+// outcome: the pool refuses it as it refuses any invalid result (see
+// Pool's doc).
 type Result struct {
 	kind                     resultKind
 	documentID, providerEtag *string
 	resultEntity             models.JSON
 	failureKind              string
 	httpStatus               *int64
+	notBefore                *time.Time
+	snooze                   time.Duration
 }
 
 // Commit reports that the write landed, with what it produced.
@@ -37,10 +42,25 @@ func Commit(documentID, providerEtag *string, resultEntity models.JSON) Result {
 }
 
 // Retry reports a failed attempt to re-drive later (the backoff decides
-// when, or that the operation is dead); httpStatus may be nil.
+// when, or that the operation is dead); httpStatus may be nil, else it is
+// an HTTP status (100–599).
 func Retry(kind string, httpStatus *int64) Result {
 	return Result{kind: kindRetry, failureKind: kind, httpStatus: httpStatus}
 }
+
+// RetryAt is Retry with the provider's own earliest retry time (a
+// Retry-After header, a rate limit's reset): the next attempt is at the
+// later of it and the backoff's.
+func RetryAt(kind string, httpStatus *int64, notBefore time.Time) Result {
+	r := Retry(kind, httpStatus)
+	r.notBefore = &notBefore
+	return r
+}
+
+// Snooze puts the operation off for d (which must be positive) without
+// counting an attempt: it is not a failure, so the backoff neither delays
+// nor kills it.
+func Snooze(d time.Duration) Result { return Result{kind: kindSnooze, snooze: d} }
 
 // Dead reports an operation that needs a user's action.
 func Dead() Result { return Result{kind: kindDead} }

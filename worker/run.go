@@ -2,7 +2,9 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -10,16 +12,141 @@ import (
 	"github.com/connstore/connstore/repository"
 )
 
+// job is one claimed operation while the pool holds it.
+type job struct {
+	op     models.Operation
+	fence  repository.Fence
+	cancel context.CancelCauseFunc
+	// finished is set (under run.mu) when the handler returned: from then
+	// on the operation is the recorder's and no heartbeat touches it.
+	finished bool
+	// lost is set (under run.mu) when a heartbeat found the lease lost.
+	lost bool
+}
+
 // run is one Run's state.
 type run struct {
-	pool     *Pool
-	slots    chan struct{} // one token per held lease: running, queued or being recorded
-	running  chan struct{} // one token per running handler
-	results  chan done
-	handlers sync.WaitGroup
+	pool    *Pool
+	cfg     *Config
+	slots   chan struct{} // one token per held lease: running, queued or being recorded
+	running chan struct{} // one token per running handler
+	results chan outcome  // never closed: a late handler's send cannot panic
+	wake    chan struct{} // a recorded operation was announced
 
-	mu   sync.Mutex
-	held map[repository.Fence]*job // leased and not yet recorded
+	mu      sync.Mutex
+	held    map[repository.Fence]*job // leased and not yet recorded
+	active  int                       // handlers started and not returned
+	fetched bool                      // no more handlers will start
+	idle    chan struct{}             // closed once fetched and active == 0
+
+	// beating is held by a heartbeat from its choice of leases to the end
+	// of its write; the recorder passes through it before writing, so a
+	// heartbeat never runs for an operation whose result is being recorded
+	// (it would be refused and miscounted as a lost lease).
+	beating sync.Mutex
+}
+
+// Run works until ctx is cancelled, then shuts down and returns nil:
+// nothing more is claimed; running handlers have ShutdownGrace to finish,
+// then their contexts are cancelled (what they return then is released, a
+// commit is still recorded); results are recorded for at most FlushTimeout
+// more, whatever the database does, and those not recorded are logged with
+// their keys and left to their leases' expiry. Run returns once every
+// goroutine it started has ended, except a handler that ignores its
+// context, which is abandoned (logged) at that bound. A second Run while
+// one is running returns ErrAlreadyRunning.
+func (p *Pool) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer p.running.Store(false)
+	held := p.cfg.Concurrency + 2*p.cfg.BatchSize
+	r := &run{pool: p, cfg: &p.cfg, slots: make(chan struct{}, held), running: make(chan struct{}, p.cfg.Concurrency),
+		results: make(chan outcome, held), wake: make(chan struct{}, 1), held: map[repository.Fence]*job{},
+		idle: make(chan struct{})}
+	// work is the handlers' parent context, ended ShutdownGrace after ctx;
+	// record carries claims, heartbeats and recording, ended FlushTimeout
+	// later. Neither depends on anything but time once ctx has ended.
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	record, stopRecord := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRecord()
+	finished := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Go(func() { shutdownClock(ctx, finished, p.cfg.ShutdownGrace, p.cfg.FlushTimeout, stopWork, stopRecord) })
+	defer bg.Wait()
+	defer close(finished)
+
+	beats, stopBeats := context.WithCancel(record)
+	defer stopBeats()
+	bg.Go(func() { r.heartbeat(beats) })
+	if !p.cfg.DisableListen {
+		bg.Go(func() { r.listen(ctx) })
+	}
+	var completer sync.WaitGroup
+	completer.Go(func() { r.complete(record) })
+	r.fetch(ctx, record, work)
+	r.mu.Lock()
+	r.fetched = true
+	r.checkIdle()
+	r.mu.Unlock()
+	completer.Wait()
+	stopBeats()
+	r.giveUp()
+	return nil
+}
+
+// shutdownClock ends work ShutdownGrace after ctx ends and record
+// FlushTimeout after that, unless Run finishes first.
+func shutdownClock(ctx context.Context, finished <-chan struct{}, grace, flush time.Duration,
+	stopWork context.CancelCauseFunc, stopRecord context.CancelFunc) {
+	select {
+	case <-ctx.Done():
+	case <-finished:
+		return
+	}
+	for _, step := range []struct {
+		after time.Duration
+		stop  func()
+	}{{grace, func() { stopWork(errShutdown) }}, {flush, stopRecord}} {
+		t := time.NewTimer(step.after)
+		select {
+		case <-t.C:
+			step.stop()
+		case <-finished:
+			t.Stop()
+			return
+		}
+	}
+}
+
+// giveUp logs every operation still held when recording stopped: a result
+// that could not be recorded, or a handler that ignored its context.
+func (r *run) giveUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for f, j := range r.held {
+		r.pool.stats.unrecorded.Add(1)
+		what := "its result could not be recorded"
+		if !j.finished {
+			what = "its handler ignored cancellation and was abandoned"
+		}
+		r.cfg.Logger.Error("connstore worker: stopped holding an operation; its lease will expire and it will be re-driven",
+			"operation", f.String(), "why", what)
+		j.cancel(errShutdown)
+	}
+	clear(r.held)
+}
+
+// checkIdle closes idle once no handler runs and none will start; r.mu held.
+func (r *run) checkIdle() {
+	if r.fetched && r.active == 0 {
+		select {
+		case <-r.idle:
+		default:
+			close(r.idle)
+		}
+	}
 }
 
 // fetch claims while ctx lives, as many operations as there are free slots
@@ -29,8 +156,9 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 	// context: a claim cancelled mid-commit could lease rows and lose the
 	// reply, leaving leases nobody holds. What it returns after work ended
 	// starts handlers that see their context done, and is released.
-	cfg := r.pool.cfg
+	cfg := r.cfg
 	last := time.Time{}
+	failures := 0
 	for ctx.Err() == nil {
 		select { // wait for one free slot
 		case r.slots <- struct{}{}:
@@ -52,9 +180,6 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 		}
 		ops, err := r.pool.repo.ClaimOperations(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
-		if err != nil && ctx.Err() == nil {
-			cfg.Logger.Warn("connstore worker: claim failed", "err", err)
-		}
 		r.pool.stats.claimed.Add(int64(len(ops)))
 		for i := range ops {
 			r.start(work, ops[i])
@@ -62,66 +187,106 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 		for range free - len(ops) {
 			<-r.slots // give back the slots nothing was claimed for
 		}
-		if len(ops) == 0 {
-			sleep(ctx, cfg.PollInterval)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// An unreachable database: back off, up to ten polls, so a
+			// long outage logs a few lines, not thousands.
+			failures++
+			cfg.Logger.Warn("connstore worker: claim failed", "err", err, "failures", failures)
+			r.pause(ctx, min(cfg.PollInterval<<min(failures, 10), max(10*cfg.PollInterval, 5*time.Second)))
+		case len(ops) == 0:
+			failures = 0
+			r.pause(ctx, cfg.PollInterval)
+		default:
+			failures = 0
 		}
+	}
+}
+
+// pause waits d, or until ctx ends or a recorded operation is announced.
+func (r *run) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-r.wake:
+		r.pool.stats.wakeups.Add(1)
+	}
+}
+
+// listen wakes fetch when an operation is recorded, until ctx ends;
+// reconnecting after a lost connection, giving up where the database
+// cannot announce (SQLite: fetch polls).
+func (r *run) listen(ctx context.Context) {
+	wake := func() {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
+	for ctx.Err() == nil {
+		err := r.pool.repo.ListenRecorded(ctx, wake)
+		if ctx.Err() != nil || errors.Is(err, repository.ErrListenUnsupported) {
+			return
+		}
+		r.cfg.Logger.Warn("connstore worker: listening for recorded operations failed; polling meanwhile", "err", err)
+		sleep(ctx, max(r.cfg.PollInterval, time.Second))
 	}
 }
 
 // start runs the handler for op in its own goroutine; op holds one slot.
 func (r *run) start(work context.Context, op models.Operation) {
-	hctx, cancel := context.WithCancel(work)
+	hctx, cancel := context.WithCancelCause(work)
 	j := &job{op: op, fence: repository.FenceOf(&op), cancel: cancel}
 	r.mu.Lock()
 	r.held[j.fence] = j
+	r.active++
 	r.mu.Unlock()
-	r.handlers.Go(func() {
+	go func() {
 		r.running <- struct{}{}
-		res := r.call(hctx, j)
+		res, panicked, cause := r.call(hctx, j)
 		<-r.running
-		r.results <- done{job: j, result: res, interrupted: hctx.Err() != nil && res.kind != kindCommit}
-	})
+		o := decide(j, res, cause, panicked, time.Now())
+		r.mu.Lock()
+		j.finished = true
+		r.active--
+		r.checkIdle()
+		r.mu.Unlock()
+		r.results <- o // never blocks: the buffer holds one outcome per slot
+	}()
 }
 
-// call runs the handler; a panic is a retryable failure, not a dead pool.
-func (r *run) call(ctx context.Context, j *job) (res Result) {
+// call runs the handler under its timeout, and reports why its context
+// ended, if it did. A panic is recorded as a retryable failure, not a dead
+// pool, and logged with its stack.
+func (r *run) call(ctx context.Context, j *job) (res Result, panicked bool, cause error) {
+	timeout, err := r.cfg.timeoutFor(&j.op)
+	if err != nil {
+		return Result{}, false, err // refused as the operation's result
+	}
+	if timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, timeout, errTimeout)
+		defer stop()
+	}
 	defer func() {
+		if ctx.Err() != nil {
+			cause = context.Cause(ctx)
+		}
 		if v := recover(); v != nil {
-			r.pool.cfg.Logger.Error("connstore worker: handler panicked", "operation", j.fence.String(), "panic", fmt.Sprint(v))
-			res = Retry("panic", nil)
+			panicked = true
+			r.cfg.Logger.Error("connstore worker: handler panicked", "operation", j.fence.String(),
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
 	op := j.op
-	return r.pool.cfg.Handler(ctx, &op)
+	return r.cfg.Handler(ctx, &op), false, nil
 }
 
-// complete records outcomes in batches: whatever arrived within FlushEvery
-// of the first, or a slot's worth, in one statement per kind.
-func (r *run) complete(ctx context.Context) {
-	for first := range r.results {
-		batch := []done{first}
-		timer := time.NewTimer(r.pool.cfg.FlushEvery)
-	gather:
-		for len(batch) < cap(r.slots) {
-			select {
-			case d, ok := <-r.results:
-				if !ok {
-					break gather
-				}
-				batch = append(batch, d)
-			case <-timer.C:
-				break gather
-			}
-		}
-		timer.Stop()
-		r.recordBatch(ctx, batch)
-	}
-}
-
-// heartbeat extends the leases of every held operation until ctx ends; an
-// operation whose lease was lost has its handler's context cancelled.
+// heartbeat extends the leases of every running handler until ctx ends.
 func (r *run) heartbeat(ctx context.Context) {
-	t := time.NewTicker(r.pool.cfg.HeartbeatEvery)
+	t := time.NewTicker(r.cfg.HeartbeatEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -129,30 +294,47 @@ func (r *run) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		r.mu.Lock()
-		fences := make([]repository.Fence, 0, len(r.held))
-		for f := range r.held {
+		r.beat(ctx)
+	}
+}
+
+// beat is one heartbeat: the leases of handlers still running, extended in
+// one statement. A refusal is a real loss (no result of those operations
+// is being recorded, see beating): its handler's context is cancelled and
+// nothing is recorded for it.
+func (r *run) beat(ctx context.Context) {
+	r.beating.Lock()
+	defer r.beating.Unlock()
+	r.mu.Lock()
+	fences := make([]repository.Fence, 0, len(r.held))
+	for f, j := range r.held {
+		if !j.finished && !j.lost {
 			fences = append(fences, f)
 		}
+	}
+	r.mu.Unlock()
+	if len(fences) == 0 {
+		return
+	}
+	out, err := r.pool.repo.HeartbeatOperations(ctx, fences, r.cfg.LeaseFor)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("connstore worker: heartbeat failed", "err", err)
+		}
+		return
+	}
+	for _, o := range out {
+		if o.Err == nil {
+			continue
+		}
+		r.mu.Lock()
+		if j := r.held[o.Fence]; j != nil && !j.finished && !j.lost {
+			j.lost = true
+			r.pool.stats.leaseLost.Add(1)
+			r.cfg.Logger.Warn("connstore worker: lease lost; cancelling the handler", "operation", o.Fence.String(), "err", o.Err)
+			j.cancel(errLeaseLost)
+		}
 		r.mu.Unlock()
-		if len(fences) == 0 {
-			continue
-		}
-		out, err := r.pool.repo.HeartbeatOperations(ctx, fences, r.pool.cfg.LeaseFor)
-		if err != nil {
-			r.pool.cfg.Logger.Warn("connstore worker: heartbeat failed", "err", err)
-			continue
-		}
-		for _, o := range out {
-			if o.Err != nil {
-				r.pool.stats.leaseLost.Add(1)
-				r.mu.Lock()
-				if j := r.held[o.Fence]; j != nil {
-					j.cancel()
-				}
-				r.mu.Unlock()
-			}
-		}
 	}
 }
 
