@@ -76,15 +76,19 @@ start_pg() {
 	as_pg "$bindir/initdb" -D "$PG_DIR/data" -U connstore -A trust --no-sync -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
 		{ cat "$PG_DIR/initdb.log" >&2; exit 1; }
 	trap stop_pg EXIT
-	as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o \
-		"-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${PG_EXTRA:-}" \
+	local opts="-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off -c synchronous_commit=off -c full_page_writes=off ${PG_EXTRA:-}"
+	as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o "$opts" \
 		>/dev/null || { cat "$PG_DIR/server.log" >&2; exit 1; }
 	PG_BINDIR=$bindir
 	export CONNSTORE_TEST_PG_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
 	# The restart-under-load test restarts this cluster (pg_ctl keeps its options).
-	local ctl="$bindir/pg_ctl -D $PG_DIR/data -m fast -w -t 60 restart >/dev/null"
-	if [ "$(id -u)" -eq 0 ]; then ctl="cd / && runuser -u $PG_USER -- $ctl"; fi
-	export CONNSTORE_TEST_PG_RESTART="$ctl"
+	# The worker's shutdown test stops it (immediate mode) and starts it again.
+	local pgctl="$bindir/pg_ctl -D $PG_DIR/data -w -t 60"
+	local as=""
+	if [ "$(id -u)" -eq 0 ]; then as="cd / && runuser -u $PG_USER -- "; fi
+	export CONNSTORE_TEST_PG_RESTART="$as$pgctl -m fast restart >/dev/null"
+	export CONNSTORE_TEST_PG_STOP="$as$pgctl -m immediate stop >/dev/null"
+	export CONNSTORE_TEST_PG_START="$as$pgctl -l $PG_DIR/server.log start -o '$opts' >/dev/null"
 }
 
 stop_pg() {
@@ -135,6 +139,7 @@ for target in models:FuzzJSONScan repository:FuzzReceiptValidation repository:Fu
 done
 if [ -n "${CONNSTORE_TEST_PG_RESTART:-}" ]; then
 	# Alone: a restart cuts every other test's connections.
-	log "server restart under load"
-	CONNSTORE_TEST_RESTART=1 go test -race -count=1 -timeout 5m -run '^TestServerRestartUnderLoad$' ./integration_test
+	log "server restart under load; server stopped under a worker pool"
+	CONNSTORE_TEST_RESTART=1 go test -race -count=1 -timeout 5m \
+		-run '^(TestServerRestartUnderLoad|TestWorkerShutdownServerStopped)$' ./integration_test
 fi
