@@ -154,7 +154,7 @@ func TestWorkerConfigRefused(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		repo := realRepo(t, e)
 		for name, cfg := range map[string]worker.Config{
-			"no handler":                    {},
+			"no handler":                     {},
 			"heartbeat as long as the lease": {Handler: h, LeaseFor: time.Second, HeartbeatEvery: time.Second},
 			"heartbeat longer than lease":    {Handler: h, LeaseFor: time.Second, HeartbeatEvery: 2 * time.Second},
 			"default lease, long heartbeat":  {Handler: h, HeartbeatEvery: 2 * time.Minute},
