@@ -174,12 +174,19 @@ func TestWorkerConfigRefused(t *testing.T) {
 		_, err := worker.New(nil, worker.Config{Handler: h})
 		require.ErrorIs(t, err, repository.ErrInvalidInput)
 
-		pool, err := worker.New(repo, worker.Config{Handler: h, PollInterval: time.Millisecond})
+		seedDue(t, e, 1)
+		started := make(chan struct{})
+		pool, err := worker.New(repo, worker.Config{PollInterval: time.Millisecond,
+			Handler: func(context.Context, *models.Operation) worker.Result {
+				close(started)
+				return worker.Dead()
+			}})
 		require.NoError(t, err)
 		c, cancel := context.WithCancel(ctx(t))
 		first := make(chan error, 1)
 		go func() { first <- pool.Run(c) }()
-		require.Eventually(t, func() bool { return pool.Run(c) == worker.ErrAlreadyRunning }, 5*time.Second, time.Millisecond)
+		<-started // the first Run is running
+		require.ErrorIs(t, pool.Run(c), worker.ErrAlreadyRunning)
 		cancel()
 		require.NoError(t, <-first)
 		c2, cancel2 := context.WithCancel(ctx(t))
