@@ -12,22 +12,23 @@ import (
 	"gorm.io/gorm"
 )
 
-// TestClaimTakesUnscheduledAfterScheduled: an attempted row with no
-// next_attempt_at is due (the seed's due filter); a claim takes scheduled
-// rows oldest first, then unscheduled ones.
-func TestClaimTakesUnscheduledAfterScheduled(t *testing.T) {
+// TestClaimTakesEarliestDueFirst: an attempted row with no next_attempt_at
+// is due (the seed's due filter) since it was recorded; a claim takes rows
+// earliest due first, a scheduled row by its next attempt time and an
+// unscheduled one by its recording time, and leaves a backed-off row.
+func TestClaimTakesEarliestDueFirst(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		now := e.clock.Millis()
 		seedOps(t, e, []models.Operation{
-			opRow(1, models.OperationAttempted, nil, 1),
+			opRow(1, models.OperationAttempted, nil, now-20),
 			opRow(2, models.OperationAttempted, ptr(now-5), 2),
 			opRow(3, models.OperationAttempted, ptr(now+60000), 3), // backed off
 			opRow(4, models.OperationAttempted, ptr(now-50), 4),
 		})
 		first := claim(t, e, 2, time.Minute)
-		require.Equal(t, []string{"op-000002", "op-000004"}, ids(first))
-		require.Equal(t, []string{"op-000001"}, ids(claim(t, e, 5, time.Minute)))
+		require.Equal(t, []string{"op-000001", "op-000004"}, ids(first), "due at now-20 and now-50")
+		require.Equal(t, []string{"op-000002"}, ids(claim(t, e, 5, time.Minute)))
 		require.Empty(t, claim(t, e, 5, time.Minute), "the backed-off row is not due")
 	})
 }

@@ -21,6 +21,12 @@ func skewedRepo(t *testing.T, e *env, ahead time.Duration, clock repository.Leas
 	return mk(e.clock.Now), mk(fast.Now)
 }
 
+// mkAt is the fast instance of skewedRepo alone, its clock ahead of e's.
+func mkAt(t *testing.T, e *env, ahead time.Duration, clock repository.LeaseClock) *repository.Repository {
+	_, fast := skewedRepo(t, e, ahead, clock)
+	return fast
+}
+
 // TestLeaseClockSkew: with the application clock, an instance running an
 // hour ahead re-claims a live lease (the documented assumption); with the
 // database lease clock it cannot, and leases still expire by the server's
@@ -54,6 +60,12 @@ func TestLeaseClockSkew(t *testing.T) {
 			"lease expiry is server time, not either instance's")
 
 		time.Sleep(400 * time.Millisecond)
+		// The instances' clocks move on as the server's does: the row is due
+		// again at its heartbeat's end by the application's clock (due times
+		// are the application's), and free because its lease expired by the
+		// server's.
+		e.clock.Advance(400 * time.Millisecond)
+		b = mkAt(t, e, time.Hour, repository.DatabaseLeaseClock)
 		require.Equal(t, []string{"db"}, claimWith(t, b, time.Minute), "an expired lease is free by the server's clock")
 		_, err = a.CommitOperation(ctx(t), repository.CommitParams{Fence: repository.FenceOf(&held[0])})
 		require.ErrorIs(t, err, repository.ErrLeaseLost)

@@ -161,3 +161,24 @@ func recordNotifyMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// claimIndexMigration gives the claim one ordered index range: attempted
+// rows only, by their effective due time (the next attempt time, or when a
+// row has none, the time it was recorded). The claim reads it from the
+// earliest due row and stops at its limit; nothing due is one probe. Two
+// branches over (state, next_attempt_at), one for NULL, let a planner with
+// lagging statistics scan the whole table for the NULL branch. The state is
+// written as a literal so both databases match the predicate to the claim's.
+func claimIndexMigration() *gormigrate.Migration {
+	return &gormigrate.Migration{
+		ID: "connstore_0012_claim_index",
+		Migrate: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`CREATE INDEX IF NOT EXISTS kubun_connector_operation_claim_idx
+				ON kubun_connector_operation ((COALESCE(next_attempt_at, created_at)))
+				WHERE state = 'attempted'`})
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, []string{`DROP INDEX IF EXISTS kubun_connector_operation_claim_idx`})
+		},
+	}
+}

@@ -207,6 +207,7 @@ func all() []*gormigrate.Migration {
 		retentionHoldMigration(),
 		dropLeaseIndexMigration(),
 		recordNotifyMigration(),
+		claimIndexMigration(),
 	}
 }
 

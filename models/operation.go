@@ -30,7 +30,7 @@ type Operation struct {
 	ResultEntity         JSON    `gorm:"column:result_entity"`
 	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_due_idx,priority:1;index:kubun_connector_operation_state_key_idx,priority:1;index:kubun_connector_operation_retention_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
-	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_due_idx,priority:2"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_due_idx,priority:2;index:kubun_connector_operation_claim_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted'"`
 	LastKind             *string `gorm:"column:last_kind"`
 	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
 	Lock

@@ -76,7 +76,7 @@ func (r *Repository) ReleaseOperations(ctx context.Context, fs []Fence) (_ []Bat
 	defer end(&err)
 	ws := make([]fencedWrite, len(fs))
 	for i, f := range fs {
-		ws[i] = releaseWrite(f)
+		ws[i] = r.releaseWrite(f)
 	}
 	return r.batchFenced(ctx, "release operations", ws)
 }

@@ -26,9 +26,11 @@ type ClaimParams struct {
 }
 
 // ClaimOperations leases up to Limit due attempted operations whose lease is
-// free or expired, oldest next_attempt_at first (unscheduled ones after),
-// under one fresh lease token
-// (returned on every row). It is one UPDATE … WHERE key IN (SELECT … LIMIT n)
+// free or expired, earliest due first (a row without a next attempt time is
+// due since it was recorded), under one fresh lease token (returned on every
+// row). A claimed row's next attempt time becomes its lease's expiry: while
+// it is held it is not due, and if its holder dies it comes due when the
+// lease runs out. It is one UPDATE … WHERE key IN (SELECT … LIMIT n)
 // RETURNING *: on Postgres the inner SELECT takes FOR UPDATE SKIP LOCKED, so
 // concurrent claimers neither block on nor double-claim a row; on SQLite the
 // single writer makes the statement atomic. Lease times follow the
@@ -59,7 +61,13 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
 			Updates(map[string]any{
 				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
-				"updated_at": now.UnixMilli(),
+				// Not due again until the lease would expire: a held row
+				// leaves the claim's index range, and a crashed holder's
+				// row comes due when its lease runs out.
+				// (by the application's clock, as every due time is; the
+				// lease itself follows the lease clock).
+				"next_attempt_at": now.Add(p.LeaseFor).UnixMilli(),
+				"updated_at":      now.UnixMilli(),
 			}).Error
 	}
 	if r.isPostgres() {
@@ -80,35 +88,38 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	return rows, nil
 }
 
-// dueToClaim selects the keys a claim leases: scheduled due rows, oldest
-// first, then unscheduled ones (next_attempt_at NULL, due since recorded).
-// Each kind is its own index range on (state, next_attempt_at), bounded by
-// the limit: one predicate "NULL or at most now" let the planner read every
-// due row through a bitmap and sort them, for each claim, so a backlog of
-// 10k due rows cost 10k rows per claim of 80.
+// dueAtSQL is an attempted operation's effective due time: its next attempt
+// time, or for a row recorded without one (another implementation's, or an
+// adopted table's) the time it was recorded. Migration 0012's partial index
+// is over exactly this expression, for attempted rows only, so a claim is one
+// ordered index range, whatever shape the journal is in.
+const dueAtSQL = "COALESCE(next_attempt_at, created_at)"
+
+// dueToClaim selects the keys a claim leases: attempted rows due by now,
+// earliest due first, with a free or expired lease. It is one range of the
+// claim index read in its order and stopped at the limit: a fresh backlog,
+// due retries, everything backed off or run-at in the future, an empty
+// queue, and many live leases (a claim moves a row's due time to its
+// lease's expiry, so a held row is not in the range) all cost about the
+// rows claimed, or one probe when nothing is due. There is no second branch
+// for a lagging planner to misjudge (a NULL branch was planned as a scan of
+// the table when its estimate multiplied two selectivities). The state is
+// a literal, not a parameter, so both databases can prove the partial
+// index's predicate from the query.
 func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Time) *gorm.DB {
-	next := clause.Column{Name: "next_attempt_at"}
-	branch := func(due clause.Expression, ordered bool) *gorm.DB {
-		q := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id", "next_attempt_at").
-			Scopes(scopes.State(models.OperationAttempted), scopes.LeaseFreeAt(r.leaseNow())).Where(due).Limit(p.Limit)
-		if ordered {
-			q = q.Order("next_attempt_at")
-		}
-		if p.ConnectorName != "" {
-			q = q.Scopes(scopes.Connector(p.ConnectorName))
-		}
-		if p.OwnerDID != "" {
-			q = q.Scopes(scopes.Owner(p.OwnerDID))
-		}
-		if r.isPostgres() {
-			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
-		}
-		return q
+	q := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id").
+		Where("state = '"+models.OperationAttempted+"' AND "+dueAtSQL+" <= ?", now.UnixMilli()).
+		Scopes(scopes.LeaseFreeAt(r.leaseNow())).Order(dueAtSQL).Limit(p.Limit)
+	if p.ConnectorName != "" {
+		q = q.Scopes(scopes.Connector(p.ConnectorName))
 	}
-	scheduled := branch(clause.Lte{Column: next, Value: now.UnixMilli()}, true)
-	unscheduled := branch(clause.Eq{Column: next, Value: nil}, false)
-	return r.base(ctx).Table("(SELECT * FROM (?) AS s UNION ALL SELECT * FROM (?) AS u) AS due", scheduled, unscheduled).
-		Select("caller_did", "operation_id").Order("next_attempt_at IS NULL, next_attempt_at").Limit(p.Limit)
+	if p.OwnerDID != "" {
+		q = q.Scopes(scopes.Owner(p.OwnerDID))
+	}
+	if r.isPostgres() {
+		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
+	}
+	return q
 }
 
 // Fence names a leased operation and the token its holder was given. Every
@@ -156,16 +167,19 @@ func (r *Repository) HeartbeatOperation(ctx context.Context, f Fence, extendFor 
 func (r *Repository) ReleaseOperation(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "ReleaseOperation")
 	defer end(&err)
-	return r.fencedUpdate(ctx, releaseWrite(f))
+	return r.fencedUpdate(ctx, r.releaseWrite(f))
 }
 
-// heartbeatWrite extends a held lease to now + extendFor.
+// heartbeatWrite extends a held lease to now + extendFor, and the row's
+// due time with it (see ClaimOperations).
 func (r *Repository) heartbeatWrite(f Fence, extendFor time.Duration) fencedWrite {
-	return fencedWrite{action: "heartbeat", fence: f, set: map[string]any{"lease_expires_at": r.leaseUntil(extendFor)}}
+	return fencedWrite{action: "heartbeat", fence: f, set: map[string]any{"lease_expires_at": r.leaseUntil(extendFor),
+		"next_attempt_at": r.now().Add(extendFor).UnixMilli()}}
 }
 
 // releaseWrite gives a held lease back.
-func releaseWrite(f Fence) fencedWrite {
-	return fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{},
+// The operation is due again at once: its due time was the lease's expiry.
+func (r *Repository) releaseWrite(f Fence) fencedWrite {
+	return fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{"next_attempt_at": r.nowMillis()},
 		replayed: func(op *models.Operation) bool { return op.State == models.OperationAttempted }}
 }
