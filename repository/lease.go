@@ -52,10 +52,11 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	}
 	now := r.now()
 	var rows []models.Operation
-	// Bitmap scans off: with statistics that lag the queue (a due backlog
-	// the last ANALYZE did not see), the planner expects a handful of due
-	// rows and reads all of them through a bitmap and sorts them, on every
-	// claim; the index read in order stops at the limit.
+	// Bitmap scans and sorts off: with statistics that lag the queue (a due
+	// backlog the last ANALYZE did not see), the planner expects a handful
+	// of due rows and reads all of them, through a bitmap or another index
+	// on state, and sorts them, on every claim; the claim index read in
+	// order stops at the limit and needs neither.
 	claim := func(in *Repository) error {
 		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
 			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
@@ -71,7 +72,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 			}).Error
 	}
 	if r.isPostgres() {
-		err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}},
+		err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}, {"enable_sort", "off"}},
 			func(tx *gorm.DB) error { return claim(r.WithTx(tx)) })
 	} else {
 		err = claim(r) // one statement, atomic under SQLite's single writer
@@ -118,6 +119,11 @@ func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Tim
 	}
 	if r.isPostgres() {
 		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
+	} else {
+		// SQLite without statistics prefers an equality on state (another
+		// index) and sorts every due row; named, the claim index is used or
+		// the statement fails, never a silent scan.
+		q = q.Table("kubun_connector_operation INDEXED BY kubun_connector_operation_claim_idx")
 	}
 	return q
 }

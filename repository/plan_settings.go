@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -28,13 +29,19 @@ func (r *Repository) withPlanSettings(ctx context.Context, settings []planSettin
 		if !r.isPostgres() {
 			return fn(tx)
 		}
-		old := make([]string, len(settings))
+		// Every setting read and changed in one round trip.
+		cols, vars := make([]string, len(settings)), make([]any, 0, 3*len(settings))
 		for i, s := range settings {
-			var set string
-			if err := tx.Raw("SELECT current_setting(?), set_config(?, ?, true)", s.name, s.name, s.value).
-				Row().Scan(&old[i], &set); err != nil {
-				return err
-			}
+			cols[i] = "current_setting(?), set_config(?, ?, true)"
+			vars = append(vars, s.name, s.name, s.value)
+		}
+		old, set := make([]string, len(settings)), make([]string, len(settings))
+		dest := make([]any, 0, 2*len(settings))
+		for i := range settings {
+			dest = append(dest, &old[i], &set[i])
+		}
+		if err := tx.Raw("SELECT "+strings.Join(cols, ", "), vars...).Row().Scan(dest...); err != nil {
+			return err
 		}
 		if err := fn(tx); err != nil || !r.inCallerTx() {
 			return err
