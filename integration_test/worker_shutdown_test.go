@@ -27,7 +27,7 @@ const (
 
 // poolOnOwnHandle is a pool on a handle of its own on e's database (so the
 // test can take the database away from it alone), with 10 due operations
-// whose handlers take 100 ms and commit, and the log it writes.
+// whose handlers commit after 2 s or when cancelled, and the log it writes.
 func poolOnOwnHandle(t *testing.T, e *env) (*worker.Pool, *gorm.DB, *recordingHandler, *atomic.Int64) {
 	t.Helper()
 	seedDue(t, e, 10)
@@ -39,9 +39,14 @@ func poolOnOwnHandle(t *testing.T, e *env) (*worker.Pool, *gorm.DB, *recordingHa
 	var started atomic.Int64
 	pool, err := worker.New(repo, worker.Config{Concurrency: 4, BatchSize: 4, LeaseFor: 5 * time.Second,
 		HeartbeatEvery: 50 * time.Millisecond, ShutdownGrace: goneGrace, FlushTimeout: goneFlush, Logger: slog.New(h),
-		Handler: func(context.Context, *models.Operation) worker.Result {
+		Handler: func(ctx context.Context, _ *models.Operation) worker.Result {
+			// Still running when the database goes away, however long that
+			// takes (stopping a server can outlast a short handler).
 			started.Add(1)
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Second):
+			}
 			return worker.Commit(nil, nil, nil)
 		}})
 	require.NoError(t, err)
