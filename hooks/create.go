@@ -53,7 +53,10 @@ func destMaps(dest any) ([]map[string]any, bool) {
 	case map[string]any:
 		return []map[string]any{d}, true
 	case *map[string]any:
-		return []map[string]any{*d}, d != nil
+		if d == nil {
+			return nil, false
+		}
+		return []map[string]any{*d}, true
 	case []map[string]any:
 		return d, true
 	case *[]map[string]any:
