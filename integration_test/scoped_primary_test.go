@@ -116,4 +116,3 @@ func TestNilAndZeroArguments(t *testing.T) {
 		require.Equal(t, before, checksum(t, e.db), "no lease taken")
 	})
 }
-
