@@ -75,11 +75,9 @@ func textIn(name string, v reflect.Value) error {
 			if !f.IsExported() {
 				continue
 			}
-			field := f.Name
+			field := name // an embedded struct's fields are named as its own
 			if !f.Anonymous {
 				field = strings.TrimPrefix(name+"."+f.Name, ".")
-			} else {
-				field = name
 			}
 			if err := textIn(field, v.Field(i)); err != nil {
 				return err

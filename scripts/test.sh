@@ -2,7 +2,11 @@
 # Runs the whole connstore suite: vet, then every test with -race against
 # PostgreSQL and SQLite. Unless CONNSTORE_TEST_PG_DSN names a server, it
 # starts a throwaway PostgreSQL cluster on a free loopback port (installing
-# the server with apt-get where its binaries are missing) and stops it on exit.
+# the server with apt-get where its binaries are missing), and in front of it
+# a PgBouncer in transaction pooling (installed the same way) for the
+# PgBouncer tests, and stops both on exit. CONNSTORE_TEST_PGBOUNCER_DSN names
+# an existing PgBouncer instead; a caller naming its own server gets no
+# PgBouncer unless it names one too.
 # Arguments, if any, replace the default go test arguments.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,6 +84,7 @@ start_pg() {
 	as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o "$opts" \
 		>/dev/null || { cat "$PG_DIR/server.log" >&2; exit 1; }
 	PG_BINDIR=$bindir
+	PG_PORT=$port
 	export CONNSTORE_TEST_PG_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
 	# The restart-under-load test restarts this cluster (pg_ctl keeps its options).
 	# The worker's shutdown test stops it (immediate mode) and starts it again.
@@ -92,8 +97,72 @@ start_pg() {
 }
 
 stop_pg() {
+	if [ -n "${BOUNCER_PIDFILE:-}" ] && [ -s "$BOUNCER_PIDFILE" ]; then
+		kill "$(cat "$BOUNCER_PIDFILE")" 2>/dev/null || true
+	fi
 	as_pg "$PG_BINDIR/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1 || true
 	rm -rf "$PG_DIR"
+}
+
+pgbouncer_bin() {
+	command -v pgbouncer 2>/dev/null || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sbin/pgbouncer; } || true
+}
+
+install_pgbouncer() {
+	log "PgBouncer not found; installing with apt-get"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq pgbouncer >/dev/null
+}
+
+# start_pgbouncer puts a PgBouncer in transaction pooling, the usual
+# production set-up, in front of the throwaway cluster (start_pg first). Its
+# ini, auth file, log and pidfile live in the cluster's temporary directory,
+# so stop_pg stops it and removes them. Any database name is forwarded to the
+# cluster (the "*" entry): the PgBouncer test makes a database of its own,
+# since a search_path in the DSN is a startup parameter PgBouncer refuses.
+start_pgbouncer() {
+	local bin
+	bin=$(pgbouncer_bin)
+	if [ -z "$bin" ]; then
+		install_pgbouncer
+		bin=$(pgbouncer_bin)
+	fi
+	[ -n "$bin" ] || { echo "PgBouncer still missing after install" >&2; exit 1; }
+	local port dir="$PG_DIR/pgbouncer"
+	port=$(free_port)
+	mkdir -p "$dir"
+	# trust still needs the user listed in the auth file.
+	echo '"connstore" ""' >"$dir/userlist.txt"
+	cat >"$dir/pgbouncer.ini" <<-EOF
+		[databases]
+		* = host=127.0.0.1 port=$PG_PORT
+
+		[pgbouncer]
+		listen_addr = 127.0.0.1
+		listen_port = $port
+		unix_socket_dir =
+		auth_type = trust
+		auth_file = $dir/userlist.txt
+		pool_mode = transaction
+		default_pool_size = 20
+		max_client_conn = 500
+		logfile = $dir/pgbouncer.log
+		pidfile = $dir/pgbouncer.pid
+	EOF
+	[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$dir"
+	BOUNCER_PIDFILE="$dir/pgbouncer.pid"
+	log "starting PgBouncer ($bin, transaction pooling) on 127.0.0.1:$port"
+	# -d daemonizes once it listens; PgBouncer refuses to run as root.
+	as_pg "$bin" -d "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1 ||
+		{ cat "$dir/start.log" "$dir/pgbouncer.log" >&2 2>/dev/null; exit 1; }
+	for _ in $(seq 1 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		sleep 0.1
+	done
+	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
+		{ echo "PgBouncer is not listening on 127.0.0.1:$port" >&2; cat "$dir/pgbouncer.log" >&2; exit 1; }
+	export CONNSTORE_TEST_PGBOUNCER_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
 if [ "${1:-}" = "--bench" ]; then
@@ -105,6 +174,9 @@ if [ "${1:-}" = "--bench" ]; then
 fi
 if [ -z "${CONNSTORE_TEST_PG_DSN:-}" ]; then
 	start_pg
+	if [ "${1:-}" != "--bench" ] && [ -z "${CONNSTORE_TEST_PGBOUNCER_DSN:-}" ]; then
+		start_pgbouncer
+	fi
 fi
 
 if [ "${1:-}" = "--bench" ]; then
