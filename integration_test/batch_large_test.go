@@ -118,13 +118,7 @@ func TestBatchCommitDrivenByItsRows(t *testing.T) {
 		}
 		_, err := repo.CommitOperations(ctx(t), commits)
 		require.NoError(t, err)
-		var update string
-		for _, s := range rec.take() {
-			if strings.HasPrefix(s, "UPDATE") {
-				update = s
-			}
-		}
-		require.NotEmpty(t, update)
+		update := recordedUpdate(t, rec)
 		// Replay the commit's UPDATE on fresh leases, in a transaction
 		// rolled back after it is explained.
 		tx := e.db.Begin()

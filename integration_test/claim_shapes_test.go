@@ -119,13 +119,7 @@ func TestClaimPlanSQLite(t *testing.T) {
 	repo, rec := recordingRepo(t, e)
 	_, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	var update string
-	for _, s := range rec.take() {
-		if strings.HasPrefix(s, "UPDATE") {
-			update = s
-		}
-	}
-	require.NotEmpty(t, update)
+	update := recordedUpdate(t, rec)
 	plan := strings.Join(sqlitePlan(t, e.db, update), "\n")
 	require.Contains(t, plan, "kubun_connector_operation_claim_idx", plan)
 	require.NotContains(t, plan, "TEMP B-TREE FOR ORDER BY", plan)

@@ -60,6 +60,19 @@ func recordingRepo(t *testing.T, e *env) (*repository.Repository, *sqlRecorder) 
 	return repo, rec
 }
 
+// recordedUpdate is the last UPDATE rec recorded since it was last taken.
+func recordedUpdate(t *testing.T, rec *sqlRecorder) string {
+	t.Helper()
+	var update string
+	for _, s := range rec.take() {
+		if strings.HasPrefix(s, "UPDATE") {
+			update = s
+		}
+	}
+	require.NotEmpty(t, update, "no UPDATE was recorded")
+	return update
+}
+
 // requireIndexBound EXPLAINs each statement and fails on a sequential scan
 // of any of tables.
 func requireIndexBound(t *testing.T, db *gorm.DB, stmts []string, tables ...string) {

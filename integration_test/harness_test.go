@@ -139,12 +139,20 @@ func pgSchemaDSN(t testing.TB) string {
 func pgDatabaseDSN(t testing.TB) string {
 	t.Helper()
 	dsn := pgSchemaDSN(t) // skips, or fails under CI, without a server
-	admin, err := gorm.Open(postgres.Open(os.Getenv(pgEnv)), &gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err)
+	return newDatabase(t, os.Getenv(pgEnv), dsn, "d_")
+}
+
+// newDatabase creates a database named prefix + random hex through the
+// server at adminDSN, drops it (connections and all) when the test ends, and
+// returns dsn pointed at it, without a search_path.
+func newDatabase(t testing.TB, adminDSN, dsn, prefix string) string {
+	t.Helper()
+	admin, err := gorm.Open(postgres.Open(adminDSN), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err, "the server at %s is not reachable", adminDSN)
 	adminDB, err := admin.DB()
 	require.NoError(t, err)
-	name := "d_" + randomHex(8)
-	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error)
+	name := prefix + randomHex(8)
+	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error, "the server at %s is not reachable", adminDSN)
 	t.Cleanup(func() {
 		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
 		_ = adminDB.Close()

@@ -66,20 +66,7 @@ func withExecMode(t testing.TB, dsn, mode string) string {
 // database is dropped, connections and all, when the test ends.
 func bouncedDatabase(t *testing.T, dsn string) string {
 	t.Helper()
-	admin, err := gorm.Open(postgres.Open(withExecMode(t, dsn, "exec")), &gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err, "PgBouncer at %s is not reachable", pgbouncerEnv)
-	adminDB, err := admin.DB()
-	require.NoError(t, err)
-	name := "b_" + randomHex(8)
-	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error)
-	t.Cleanup(func() {
-		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
-		_ = adminDB.Close()
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	return u.String()
+	return newDatabase(t, withExecMode(t, dsn, "exec"), dsn, "b_")
 }
 
 // TestPgBouncerTransactionPooling runs the repository behind PgBouncer in

@@ -27,11 +27,12 @@ pg_bindir() {
 	done
 }
 
-install_pg() {
-	log "PostgreSQL binaries not found; installing with apt-get"
+# apt_install installs a Debian package the suite needs but cannot find.
+apt_install() {
+	log "$1 not found; installing with apt-get"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq postgresql >/dev/null
+	apt-get install -y -qq "$1" >/dev/null
 }
 
 free_port() {
@@ -61,7 +62,7 @@ start_pg() {
 	local bindir
 	bindir=$(pg_bindir)
 	if [ -z "$bindir" ]; then
-		install_pg
+		apt_install postgresql
 		bindir=$(pg_bindir)
 	fi
 	[ -n "$bindir" ] || { echo "PostgreSQL binaries still missing after install" >&2; exit 1; }
@@ -108,13 +109,6 @@ pgbouncer_bin() {
 	command -v pgbouncer 2>/dev/null || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sbin/pgbouncer; } || true
 }
 
-install_pgbouncer() {
-	log "PgBouncer not found; installing with apt-get"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq pgbouncer >/dev/null
-}
-
 # start_pgbouncer puts a PgBouncer in transaction pooling, the usual
 # production set-up, in front of the throwaway cluster (start_pg first). Its
 # ini, auth file, log and pidfile live in the cluster's temporary directory,
@@ -125,7 +119,7 @@ start_pgbouncer() {
 	local bin
 	bin=$(pgbouncer_bin)
 	if [ -z "$bin" ]; then
-		install_pgbouncer
+		apt_install pgbouncer
 		bin=$(pgbouncer_bin)
 	fi
 	[ -n "$bin" ] || { echo "PgBouncer still missing after install" >&2; exit 1; }

@@ -64,7 +64,8 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 	// Wait out a heartbeat in flight: it may include these operations, and
 	// once it is done no later one will (they are finished).
 	r.beating.Lock()
-	r.beating.Unlock() //nolint:staticcheck // a barrier, not a critical section
+	//lint:ignore SA2001 a barrier: waiting for the holder is the point
+	r.beating.Unlock()
 
 	var (
 		commits  []repository.CommitParams
@@ -110,9 +111,8 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 	refusedCommits := writeAll(ctx, r, settled, "commit", commits, func(p repository.CommitParams) repository.Fence { return p.Fence }, r.pool.repo.CommitOperations, func(o repository.BatchOutcome) {
 		s.committed.Add(1)
 	})
-	for _, f := range refusedCommits { // the store found the commit invalid for this row (its document id)
-		dead = append(dead, f)
-	}
+	// The store found these commits invalid for their row (its document id).
+	dead = append(dead, refusedCommits...)
 	writeAll(ctx, r, settled, "record failure", failures, func(p repository.FailureParams) repository.Fence { return p.Fence }, r.pool.repo.RecordOperationFailures, func(o repository.BatchOutcome) {
 		if o.Write.State == models.OperationDead {
 			s.dead.Add(1)
