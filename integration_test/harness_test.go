@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/sqliteconn"
 	"github.com/stretchr/testify/require"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlite"
@@ -86,17 +88,40 @@ func newDSN(t testing.TB, kind string) string {
 // openDSN opens a handle with no plugin on the database at dsn.
 func openDSN(t testing.TB, kind, dsn string) *gorm.DB {
 	t.Helper()
-	dialector := sqlite.Open(dsn)
+	var db *gorm.DB
+	var err error
 	if kind == pgKind {
-		dialector = postgres.Open(dsn)
+		db, err = gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	} else {
+		// SQLite is opened the way the README tells users to: through
+		// sqliteconn, whose write slot the suite then exercises.
+		db, err = sqliteconn.Open(sqlitePath(dsn), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
 	}
-	db, err := gorm.Open(dialector, &gorm.Config{Logger: logger.Discard})
 	require.NoError(t, err)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
 	sqlDB.SetMaxOpenConns(16)
 	t.Cleanup(func() { _ = sqlDB.Close() })
 	return db
+}
+
+// openPlainSQLite opens the SQLite database at dsn with the plain driver
+// (no sqliteconn): a user's own handle, waiting in SQLite's busy handler.
+func openPlainSQLite(t testing.TB, dsn string) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	sqlDB, err := db.DB()
+	require.NoError(t, err)
+	sqlDB.SetMaxOpenConns(16)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	return db
+}
+
+// sqlitePath is the file a DSN from sqliteDSN names.
+func sqlitePath(dsn string) string {
+	path, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+	return path
 }
 
 // sqliteDSN is a WAL-mode file with a busy timeout and immediate write

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connstore/connstore/sqliteconn"
 	"gorm.io/gorm"
 )
 
@@ -26,8 +27,10 @@ func checkSQLite(db *gorm.DB) error {
 		return nil
 	}
 	raw, err := db.DB()
-	if err != nil || raw.Stats().MaxOpenConnections == 1 {
-		return nil // one connection is one writer: nothing to race
+	if err != nil || raw.Stats().MaxOpenConnections == 1 || sqliteconn.Opened(raw) {
+		// One connection is one writer, and a handle from sqliteconn.Open
+		// queues its writers itself: nothing races for SQLite's lock.
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

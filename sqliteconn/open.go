@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -14,32 +15,57 @@ import (
 // Options tunes Open; the zero value is what connstore's tests use.
 type Options struct {
 	// Config is the gorm configuration; nil means &gorm.Config{}.
+	// PrepareStmt may be set: prepared statements pass through the same
+	// write slot.
 	Config *gorm.Config
 	// MaxWait bounds the wait for the write lock when the context has no
-	// earlier deadline; 0 means 30 seconds.
+	// deadline; 0 means 30 seconds. A transaction that writes through the
+	// handle while another transaction of the same goroutine holds the
+	// write lock would otherwise wait forever: it ends after MaxWait with
+	// context.DeadlineExceeded.
 	MaxWait time.Duration
-	// MaxOpenConns caps the pool; 0 means 16.
+	// MaxOpenConns caps the pool (readers run beside the one writer); 0
+	// means 16. An in-memory database has one connection, since each
+	// connection to ":memory:" is a database of its own.
 	MaxOpenConns int
 }
 
-// lockPoll is SQLite's own busy timeout: how long one attempt waits for the
-// write lock inside the driver, where no context can interrupt it.
+// lockPoll is SQLite's own busy timeout under Open: how long one attempt
+// waits inside the driver, where no context can interrupt it, for a write
+// lock held by another process. Writers of this process never wait there:
+// they queue for the handle's write slot first.
 const lockPoll = 25 * time.Millisecond
 
-// DSN is the mattn/go-sqlite3 DSN Open uses for path: WAL, a short busy
-// timeout, immediate write transactions and foreign keys. A handle opened on
-// it without Open's pool still satisfies repository.New, but waits for the
-// write lock are then bounded by the busy timeout, not the context.
+// DSN is a mattn/go-sqlite3 DSN for path that makes a plain handle (one not
+// opened by Open) safe for concurrent writers: WAL, immediate write
+// transactions, foreign keys, and a five-second busy timeout. Such a handle
+// satisfies repository.New, but its writers wait for each other inside
+// SQLite: the wait is not in arrival order, a context cannot end it, and
+// it ends with "database is locked" after the timeout. Prefer Open.
 func DSN(path string) string {
+	return dsn(path, 5*time.Second)
+}
+
+func dsn(path string, busy time.Duration) string {
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
-	q.Set("_busy_timeout", fmt.Sprint(lockPoll.Milliseconds()))
+	q.Set("_busy_timeout", fmt.Sprint(busy.Milliseconds()))
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "on")
 	return "file:" + path + "?" + q.Encode()
 }
 
-// Open opens (creating if needed) the SQLite database at path.
+// Open opens (creating if needed) the SQLite database at path, a file path
+// without a "file:" prefix or query.
+//
+// The handle has one write slot: a statement that writes, and every
+// transaction, waits for it in arrival order, for as long as its context
+// allows, and returns the context's error (context.DeadlineExceeded) when
+// that runs out — never "database is locked" because another goroutine of
+// this process was writing. Reads run on their own connections beside the
+// writer (WAL). A write outside a transaction runs inside BEGIN IMMEDIATE …
+// COMMIT, so a lock held by another process is met where waiting is safe
+// and is waited for, with the context, too.
 func Open(path string, opts Options) (*gorm.DB, error) {
 	if opts.Config == nil {
 		opts.Config = &gorm.Config{}
@@ -50,13 +76,14 @@ func Open(path string, opts Options) (*gorm.DB, error) {
 	if opts.MaxOpenConns <= 0 {
 		opts.MaxOpenConns = 16
 	}
-	raw, err := sql.Open(sqlite.DriverName, DSN(path))
-	if err != nil {
-		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	if path == ":memory:" || strings.Contains(path, "mode=memory") {
+		opts.MaxOpenConns = 1
 	}
+	c := &connector{dsn: dsn(path, lockPoll), inner: &sqlite3.SQLiteDriver{}, slot: &writeLock{}, maxWait: opts.MaxWait}
+	raw := sql.OpenDB(c)
 	raw.SetMaxOpenConns(opts.MaxOpenConns)
-	db, err := gorm.Open(sqlite.Dialector{DriverName: sqlite.DriverName, DSN: DSN(path),
-		Conn: &pool{db: raw, maxWait: opts.MaxWait}}, opts.Config)
+	raw.SetMaxIdleConns(opts.MaxOpenConns)
+	db, err := gorm.Open(sqlite.Dialector{DriverName: sqlite.DriverName, DSN: c.dsn, Conn: raw}, opts.Config)
 	if err != nil {
 		_ = raw.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -64,8 +91,8 @@ func Open(path string, opts Options) (*gorm.DB, error) {
 	return db, nil
 }
 
-// isBusy reports SQLite's "the write lock is taken" errors.
-func isBusy(err error) bool {
-	e, ok := err.(sqlite3.Error)
-	return ok && (e.Code == sqlite3.ErrBusy || e.Code == sqlite3.ErrLocked)
+// Opened reports whether raw is a handle from Open.
+func Opened(raw *sql.DB) bool {
+	_, ok := raw.Driver().(Driver)
+	return ok
 }
