@@ -78,19 +78,23 @@ func (r *report) markdown() string {
 			x.ratio(), x.spread(), x.target, met(x.ratio() >= x.target))
 	}
 	if len(r.scale) > 0 {
-		b.WriteString("\n| journal rows | retention batch (ms) | claim (ms) | due-sweep page (ms) |\n| --- | --- | --- | --- |\n")
+		b.WriteString("\n| measurement (ms) |")
 		for _, p := range r.scale {
-			fmt.Fprintf(&b, "| %d | %.2f | %.2f | %.2f |\n", p.size, p.retention, p.claim, p.duePage)
+			fmt.Fprintf(&b, " %d rows |", p.size)
 		}
+		b.WriteString(" growth | target | |\n| --- |")
+		for range r.scale {
+			b.WriteString(" --- |")
+		}
+		b.WriteString(" --- | --- | --- |\n")
 		first, last := r.scale[0], r.scale[len(r.scale)-1]
-		b.WriteString("\n| growth, largest over smallest journal | ratio | target | |\n| --- | --- | --- | --- |\n")
-		for _, g := range []struct {
-			name string
-			a, z float64
-		}{{"retention batch", first.retention, last.retention}, {"claim", first.claim, last.claim},
-			{"due-sweep page", first.duePage, last.duePage}} {
-			fmt.Fprintf(&b, "| %s, %d → %d rows | %.2f× | ≤ 1.3× | %s |\n", g.name, first.size, last.size, g.z/g.a,
-				met(g.z/g.a <= 1.3))
+		for _, name := range scaleSeries() {
+			fmt.Fprintf(&b, "| %s |", name)
+			for _, p := range r.scale {
+				fmt.Fprintf(&b, " %.2f |", p.ms[name])
+			}
+			g := last.ms[name] / first.ms[name]
+			fmt.Fprintf(&b, " %.2f× | ≤ 1.3× | %s |\n", g, met(g <= 1.3))
 		}
 	}
 	for _, n := range r.notes {
@@ -100,7 +104,7 @@ func (r *report) markdown() string {
 }
 
 // chart draws the scale curves as an SVG: milliseconds against journal
-// rows on a log axis, one line per query.
+// rows on a log axis, one line per measurement.
 func (r *report) chart() string {
 	const w, h, pad = 640.0, 360.0, 56.0
 	var b strings.Builder
@@ -111,7 +115,9 @@ func (r *report) chart() string {
 	}
 	maxY := 0.0
 	for _, p := range r.scale {
-		maxY = math.Max(maxY, math.Max(p.retention, math.Max(p.claim, p.duePage)))
+		for _, v := range p.ms {
+			maxY = math.Max(maxY, v)
+		}
 	}
 	maxY *= 1.15
 	lo, hi := math.Log10(float64(r.scale[0].size)), math.Log10(float64(r.scale[len(r.scale)-1].size))
@@ -128,19 +134,15 @@ func (r *report) chart() string {
 	}
 	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">journal rows (log scale)</text>`, w/2, h-12)
 	fmt.Fprintf(&b, `<text x="14" y="%g" transform="rotate(-90 14 %g)" text-anchor="middle">milliseconds</text>`, h/2, h/2)
-	series := []struct {
-		name, color string
-		v           func(scalePoint) float64
-	}{{"retention batch (500)", "#c0392b", func(p scalePoint) float64 { return p.retention }},
-		{"claim (10)", "#2471a3", func(p scalePoint) float64 { return p.claim }},
-		{"due-sweep page (100)", "#1e8449", func(p scalePoint) float64 { return p.duePage }}}
-	for i, s := range series {
+	colors := []string{"#c0392b", "#e67e22", "#2471a3", "#5dade2", "#8e44ad", "#16a085", "#7f8c8d", "#1e8449"}
+	for i, name := range scaleSeries() {
 		var pts []string
 		for _, p := range r.scale {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.size), y(s.v(p))))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.size), y(p.ms[name])))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%g" y="%g" fill="%s">%s</text>`, pad+10, pad+16*float64(i), s.color, s.name)
+		color := colors[i%len(colors)]
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, color, strings.Join(pts, " "))
+		fmt.Fprintf(&b, `<text x="%g" y="%g" fill="%s">%s</text>`, pad+10, pad+14*float64(i), color, name)
 	}
 	return b.String() + "</svg>"
 }
