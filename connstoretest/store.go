@@ -1,0 +1,148 @@
+package connstoretest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/sqliteconn"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Store is a migrated database with the lock plugin installed and a
+// repository on it, on the manual clock and id source it was built with.
+type Store struct {
+	// DB is the handle, for the application's own models.
+	DB *gorm.DB
+	// Repo is the repository, on Clock and IDs.
+	Repo *repository.Repository
+	// Clock is the store's clock; Repo reads time only from it.
+	Clock *Clock
+	// IDs is the store's id source (lease tokens, incarnations).
+	IDs *IDs
+}
+
+// Options shapes a Store; the zero value is a clock at 2026-01-01 UTC, ids
+// "id-1", "id-2", …, gorm's logger silent, and repository defaults.
+type Options struct {
+	// Clock is the clock; nil means a new one at 2026-01-01 00:00 UTC.
+	Clock *Clock
+	// IDs is the id source; nil means NewIDs("id").
+	IDs *IDs
+	// Repository is passed to repository.New; its NowFunc and NewIDFunc
+	// are replaced by Clock's and IDs'.
+	Repository repository.Options
+	// Gorm is the gorm configuration; nil means a silent logger.
+	Gorm *gorm.Config
+}
+
+// PostgresEnv is the environment variable Postgres reads when given no DSN.
+const PostgresEnv = "CONNSTORE_TEST_PG_DSN"
+
+// SQLite returns a Store on a new SQLite file in t.TempDir(), opened with
+// sqliteconn.Open.
+func SQLite(t testing.TB, opts Options) *Store {
+	t.Helper()
+	opts = opts.withDefaults()
+	db, err := sqliteconn.Open(filepath.Join(t.TempDir(), "connstore.db"), sqliteconn.Options{Config: opts.Gorm})
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	return build(t, db, opts)
+}
+
+// Postgres returns a Store in a new schema of the PostgreSQL server at dsn
+// (or, if dsn is empty, at $CONNSTORE_TEST_PG_DSN); the schema is dropped
+// when the test ends. Without a DSN the test is skipped, or failed when
+// CI=true, so a CI run never passes by skipping its database.
+func Postgres(t testing.TB, dsn string, opts Options) *Store {
+	t.Helper()
+	opts = opts.withDefaults()
+	if dsn == "" {
+		dsn = os.Getenv(PostgresEnv)
+	}
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("connstoretest: %s is not set; PostgreSQL tests cannot be skipped under CI", PostgresEnv)
+		}
+		t.Skipf("connstoretest: %s is not set; skipping PostgreSQL", PostgresEnv)
+	}
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("connstoretest: open %s: %v", PostgresEnv, err)
+	}
+	adminDB, err := admin.DB()
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	schema := "connstoretest_" + hex.EncodeToString(b)
+	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
+		_ = adminDB.Close()
+		t.Fatalf("connstoretest: create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
+		_ = adminDB.Close()
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("connstoretest: DSN must be a URL: %v", err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := gorm.Open(postgres.Open(u.String()), opts.Gorm)
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	return build(t, db, opts)
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	}
+	if o.IDs == nil {
+		o.IDs = NewIDs("id")
+	}
+	if o.Gorm == nil {
+		o.Gorm = &gorm.Config{Logger: logger.Discard}
+	}
+	o.Repository.NowFunc = o.Clock.Now
+	o.Repository.NewIDFunc = o.IDs.Next
+	return o
+}
+
+// build installs the plugin, migrates and makes the repository; the handle
+// is closed when the test ends.
+func build(t testing.TB, db *gorm.DB, opts Options) *Store {
+	t.Helper()
+	raw, err := db.DB()
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: opts.IDs.Next})); err != nil {
+		t.Fatalf("connstoretest: install the lock plugin: %v", err)
+	}
+	if err := migrations.Migrate(context.Background(), db); err != nil {
+		t.Fatalf("connstoretest: migrate: %v", err)
+	}
+	repo, err := repository.New(db, opts.Repository)
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	return &Store{DB: db, Repo: repo, Clock: opts.Clock, IDs: opts.IDs}
+}
