@@ -20,18 +20,24 @@ type job struct {
 	// finished is set (under run.mu) when the handler returned: from then
 	// on the operation is the recorder's and no heartbeat touches it.
 	finished bool
-	// lost is set (under run.mu) when a heartbeat found the lease lost.
+	// lost is set (under run.mu) when a heartbeat found the lease lost, or
+	// heartbeats failed until the lease ran out.
 	lost bool
+	// expires is when the lease runs out by this process's clock, as far as
+	// it knows: the claim's or the last answered heartbeat's start plus
+	// LeaseFor (under run.mu).
+	expires time.Time
 }
 
 // run is one Run's state.
 type run struct {
 	pool    *Pool
 	cfg     *Config
-	slots   chan struct{} // one token per held lease: running, queued or being recorded
-	running chan struct{} // one token per running handler
-	results chan outcome  // never closed: a late handler's send cannot panic
-	wake    chan struct{} // a recorded operation was announced
+	slots   chan struct{}   // one token per held lease: running, queued or being recorded
+	running chan struct{}   // one token per running handler
+	results chan outcome    // never closed: a late handler's send cannot panic
+	wake    chan struct{}   // a recorded operation was announced
+	stop    <-chan struct{} // Run's context ended: no handler starts any more
 
 	mu      sync.Mutex
 	held    map[repository.Fence]*job // leased and not yet recorded
@@ -63,7 +69,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	held := p.cfg.Concurrency + 2*p.cfg.BatchSize
 	r := &run{pool: p, cfg: &p.cfg, slots: make(chan struct{}, held), running: make(chan struct{}, p.cfg.Concurrency),
 		results: make(chan outcome, held), wake: make(chan struct{}, 1), held: map[repository.Fence]*job{},
-		idle: make(chan struct{})}
+		idle: make(chan struct{}), stop: ctx.Done()}
 	// work is the handlers' parent context, ended ShutdownGrace after ctx;
 	// record carries claims, heartbeats and recording, ended FlushTimeout
 	// later. Neither depends on anything but time once ctx has ended.
@@ -178,11 +184,12 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 			}
 			return
 		}
+		claimedAt := time.Now()
 		ops, err := r.pool.repo.ClaimOperations(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
 		r.pool.stats.claimed.Add(int64(len(ops)))
 		for i := range ops {
-			r.start(work, ops[i])
+			r.start(work, ops[i], claimedAt.Add(cfg.LeaseFor))
 		}
 		for range free - len(ops) {
 			<-r.slots // give back the slots nothing was claimed for
@@ -236,25 +243,53 @@ func (r *run) listen(ctx context.Context) {
 }
 
 // start runs the handler for op in its own goroutine; op holds one slot.
-func (r *run) start(work context.Context, op models.Operation) {
+// A handler waiting for a running slot when Run's context ends never
+// starts: its operation is released at once, for another instance to take
+// (a handler never starts after shutdown began, nor after Run returned).
+// The outcome is queued for the recorder before the handler counts as
+// returned, so once the pool is idle every outcome is in the queue.
+func (r *run) start(work context.Context, op models.Operation, expires time.Time) {
 	hctx, cancel := context.WithCancelCause(work)
-	j := &job{op: op, fence: repository.FenceOf(&op), cancel: cancel}
+	j := &job{op: op, fence: repository.FenceOf(&op), cancel: cancel, expires: expires}
 	r.mu.Lock()
 	r.held[j.fence] = j
 	r.active++
 	r.mu.Unlock()
 	go func() {
-		r.running <- struct{}{}
-		res, panicked, cause := r.call(hctx, j)
-		<-r.running
-		o := decide(j, res, cause, panicked, time.Now())
+		o := outcome{job: j, act: actRelease}
+		select {
+		case r.running <- struct{}{}:
+			if !closed(r.stop) {
+				res, panicked, cause := r.call(hctx, j)
+				o = decide(j, res, cause, panicked, time.Now())
+			}
+			<-r.running
+		case <-r.stop:
+		}
 		r.mu.Lock()
 		j.finished = true
+		if j.lost {
+			// The heartbeat found the lease gone (and counted it): a write
+			// would be refused and counted again.
+			o = outcome{job: j, act: actDrop}
+		}
+		r.mu.Unlock()
+		r.results <- o // never blocks: the buffer holds one outcome per slot
+		r.mu.Lock()
 		r.active--
 		r.checkIdle()
 		r.mu.Unlock()
-		r.results <- o // never blocks: the buffer holds one outcome per slot
 	}()
+}
+
+// closed reports whether c is closed.
+func closed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // call runs the handler under its timeout, and reports why its context
@@ -301,41 +336,88 @@ func (r *run) heartbeat(ctx context.Context) {
 // beat is one heartbeat: the leases of handlers still running, extended in
 // one statement. A refusal is a real loss (no result of those operations
 // is being recorded, see beating): its handler's context is cancelled and
-// nothing is recorded for it.
+// nothing is recorded for it. When heartbeats fail (the database is
+// unreachable or slow), a handler whose lease would run out before the
+// next heartbeat is cancelled the same way: past that point another
+// instance may claim the operation, and two handlers would run it at once.
 func (r *run) beat(ctx context.Context) {
 	r.beating.Lock()
 	defer r.beating.Unlock()
+	started := time.Now()
+	// A heartbeat answered after the leases it extends ran out is no use:
+	// it must answer while there is time to act on its failure, a heartbeat
+	// interval before the first of them ends (and gets at least one
+	// interval).
+	deadline := started.Add(r.cfg.LeaseFor)
 	r.mu.Lock()
 	fences := make([]repository.Fence, 0, len(r.held))
 	for f, j := range r.held {
 		if !j.finished && !j.lost {
 			fences = append(fences, f)
+			deadline = minTime(deadline, j.expires)
 		}
 	}
 	r.mu.Unlock()
 	if len(fences) == 0 {
 		return
 	}
-	out, err := r.pool.repo.HeartbeatOperations(ctx, fences, r.cfg.LeaseFor)
+	deadline = maxTime(deadline.Add(-r.cfg.HeartbeatEvery), started.Add(r.cfg.HeartbeatEvery))
+	bctx, cancel := context.WithDeadline(ctx, deadline)
+	out, err := r.pool.repo.HeartbeatOperations(bctx, fences, r.cfg.LeaseFor)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			r.cfg.Logger.Warn("connstore worker: heartbeat failed", "err", err)
+			r.expire(fences, time.Now().Add(r.cfg.HeartbeatEvery))
 		}
 		return
 	}
 	for _, o := range out {
-		if o.Err == nil {
-			continue
-		}
 		r.mu.Lock()
 		if j := r.held[o.Fence]; j != nil && !j.finished && !j.lost {
-			j.lost = true
-			r.pool.stats.leaseLost.Add(1)
-			r.cfg.Logger.Warn("connstore worker: lease lost; cancelling the handler", "operation", o.Fence.String(), "err", o.Err)
-			j.cancel(errLeaseLost)
+			if o.Err == nil {
+				j.expires = started.Add(r.cfg.LeaseFor)
+			} else {
+				r.lose(j, "lease lost; cancelling the handler", o.Err)
+			}
 		}
 		r.mu.Unlock()
 	}
+}
+
+// expire cancels the handlers among fences whose leases end before next,
+// when the next heartbeat is due.
+func (r *run) expire(fences []repository.Fence, next time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range fences {
+		if j := r.held[f]; j != nil && !j.finished && !j.lost && !next.Before(j.expires) {
+			r.lose(j, "lease running out while heartbeats fail; cancelling the handler", nil)
+		}
+	}
+}
+
+// lose marks j's lease lost, counts it once, and cancels its handler;
+// r.mu held.
+func (r *run) lose(j *job, msg string, err error) {
+	j.lost = true
+	r.pool.stats.leaseLost.Add(1)
+	r.cfg.Logger.Warn("connstore worker: "+msg, "operation", j.fence.String(), "err", err)
+	j.cancel(errLeaseLost)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func sleep(ctx context.Context, d time.Duration) {
