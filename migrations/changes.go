@@ -182,3 +182,106 @@ func claimIndexMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// retentionQueueMigration releases retention holds in commit order. A
+// held row (one the keep rules kept) can become collectable only when a
+// row on its document finishes later, or a finished row is linked to its
+// document. A trigger writes that document to kubun_connector_retention_
+// finished in the finishing statement's own transaction, so the entry
+// becomes visible exactly when the finish commits, however long that
+// transaction stays open; a pass consumes the queue (unscoped: a finish
+// may supersede rows of any caller or owner on the document) and clears
+// the holds on its documents before it judges rows. The earlier scheme
+// compared updated_at with when the previous pass began, and missed
+// finishes that committed after a pass but took their timestamp before it.
+//
+// Holds set under that scheme may be waiting for a release it would have
+// missed: they are all cleared here (before the triggers exist), and the
+// bounded passes judge the rows again. The unheld index becomes a partial
+// index over the rows a pass judges (unheld, committed or dead), in pass
+// order, so a pass's scan skips attempted and held rows instead of
+// stepping over them.
+func retentionQueueMigration() *gormigrate.Migration {
+	const queue = "kubun_connector_retention_finished"
+	return &gormigrate.Migration{
+		ID: "connstore_0013_retention_queue",
+		Migrate: func(tx *gorm.DB) error {
+			stmts := []string{
+				`UPDATE kubun_connector_operation SET retention_hold = NULL WHERE retention_hold IS NOT NULL`,
+				`DROP INDEX IF EXISTS kubun_connector_operation_unheld_idx`,
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_collect_idx
+					ON kubun_connector_operation (updated_at, caller_did, operation_id)
+					WHERE retention_hold IS NULL AND state IN ('committed', 'dead')`,
+				// A release finds the held rows of the queued documents here,
+				// an index of held rows only.
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_held_idx
+					ON kubun_connector_operation (document_id) WHERE retention_hold IS NOT NULL`,
+			}
+			if tx.Dialector.Name() == "postgres" {
+				return execAll(tx, append(stmts,
+					`CREATE TABLE IF NOT EXISTS `+queue+` (seq BIGSERIAL NOT NULL, document_id TEXT NOT NULL,
+						CONSTRAINT `+queue+`_pkey PRIMARY KEY (seq))`,
+					// One statement-level trigger per statement, not one
+					// call per row: a batched commit of hundreds of rows
+					// writes the queue in one INSERT. Rows whose state and
+					// document did not change (a hold mark, a heartbeat)
+					// write nothing.
+					`CREATE OR REPLACE FUNCTION kubun_connector_operation_finished() RETURNS trigger
+						LANGUAGE plpgsql AS $$
+						BEGIN
+							IF TG_OP = 'INSERT' THEN
+								INSERT INTO `+queue+` (document_id)
+								SELECT DISTINCT n.document_id FROM finished_new n
+								WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL;
+							ELSE
+								INSERT INTO `+queue+` (document_id)
+								SELECT DISTINCT n.document_id FROM finished_new n
+								JOIN finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
+								WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
+									AND (o.state IS DISTINCT FROM n.state OR o.document_id IS DISTINCT FROM n.document_id);
+							END IF;
+							RETURN NULL;
+						END $$`,
+					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_ins ON kubun_connector_operation`,
+					`CREATE TRIGGER kubun_connector_operation_finished_ins AFTER INSERT ON kubun_connector_operation
+						REFERENCING NEW TABLE AS finished_new
+						FOR EACH STATEMENT EXECUTE FUNCTION kubun_connector_operation_finished()`,
+					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd ON kubun_connector_operation`,
+					`CREATE TRIGGER kubun_connector_operation_finished_upd AFTER UPDATE ON kubun_connector_operation
+						REFERENCING OLD TABLE AS finished_old NEW TABLE AS finished_new
+						FOR EACH STATEMENT EXECUTE FUNCTION kubun_connector_operation_finished()`,
+				))
+			}
+			return execAll(tx, append(stmts,
+				`CREATE TABLE IF NOT EXISTS `+queue+` (seq INTEGER PRIMARY KEY AUTOINCREMENT, document_id TEXT NOT NULL)`,
+				`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_finished_ins AFTER INSERT ON kubun_connector_operation
+					FOR EACH ROW WHEN NEW.state IN ('committed', 'dead') AND NEW.document_id IS NOT NULL
+					BEGIN INSERT INTO `+queue+` (document_id) VALUES (NEW.document_id); END`,
+				`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_finished_upd
+					AFTER UPDATE OF state, document_id ON kubun_connector_operation
+					FOR EACH ROW WHEN NEW.state IN ('committed', 'dead') AND NEW.document_id IS NOT NULL
+						AND (OLD.state IS NOT NEW.state OR OLD.document_id IS NOT NEW.document_id)
+					BEGIN INSERT INTO `+queue+` (document_id) VALUES (NEW.document_id); END`,
+			))
+		},
+		Rollback: func(tx *gorm.DB) error {
+			stmts := []string{
+				`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_ins`,
+				`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd`,
+			}
+			if tx.Dialector.Name() == "postgres" {
+				stmts = []string{
+					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_ins ON kubun_connector_operation`,
+					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd ON kubun_connector_operation`,
+					`DROP FUNCTION IF EXISTS kubun_connector_operation_finished()`,
+				}
+			}
+			return execAll(tx, append(stmts, `DROP TABLE IF EXISTS `+queue,
+				`DROP INDEX IF EXISTS kubun_connector_operation_collect_idx`,
+				`DROP INDEX IF EXISTS kubun_connector_operation_held_idx`,
+				`UPDATE kubun_connector_operation SET retention_hold = NULL WHERE retention_hold IS NOT NULL`,
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_unheld_idx
+					ON kubun_connector_operation (retention_hold, updated_at, caller_did, operation_id)`))
+		},
+	}
+}

@@ -208,6 +208,7 @@ func all() []*gormigrate.Migration {
 		dropLeaseIndexMigration(),
 		recordNotifyMigration(),
 		claimIndexMigration(),
+		retentionQueueMigration(),
 	}
 }
 

@@ -12,8 +12,8 @@ const (
 // Operation is a row of kubun_connector_operation: one outbound write of a
 // connector, with its retry and lease bookkeeping.
 type Operation struct {
-	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3;index:kubun_connector_operation_unheld_idx,priority:3"`
-	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4;index:kubun_connector_operation_unheld_idx,priority:4"`
+	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3;index:kubun_connector_operation_collect_idx,priority:2"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4;index:kubun_connector_operation_collect_idx,priority:3"`
 	NodeKey              string  `gorm:"column:node_key;not null"`
 	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1"`
 	ConnectorName        string  `gorm:"column:connector_name;not null"`
@@ -26,7 +26,7 @@ type Operation struct {
 	PayloadHash          string  `gorm:"column:payload_hash;not null"`
 	ReissueIntent        JSON    `gorm:"column:reissue_intent;not null"`
 	ProviderEtag         *string `gorm:"column:provider_etag"`
-	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_doc_caller_idx,priority:1;index:kubun_connector_operation_doc_owner_idx,priority:1"`
+	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_held_idx,where:retention_hold IS NOT NULL;index:kubun_connector_operation_doc_caller_idx,priority:1;index:kubun_connector_operation_doc_owner_idx,priority:1"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
 	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_due_idx,priority:1;index:kubun_connector_operation_state_key_idx,priority:1;index:kubun_connector_operation_retention_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
@@ -41,10 +41,11 @@ type Operation struct {
 	// holder's retry after a lost reply be told apart from a lost lease.
 	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
 	// RetentionHold marks a finished row the retention keep rules keep, so
-	// passes skip it until a newer row on its document finishes.
-	RetentionHold *int64 `gorm:"column:retention_hold;type:integer;index:kubun_connector_operation_unheld_idx,priority:1"`
+	// passes skip it until a row on its document finishes (or is linked to
+	// it) later.
+	RetentionHold *int64 `gorm:"column:retention_hold;type:integer"`
 	CreatedAt     int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
-	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_unheld_idx,priority:2;index:kubun_connector_operation_retention_idx,priority:2"`
+	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_retention_idx,priority:2"`
 }
 
 // TableName returns the seed's table name.

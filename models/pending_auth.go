@@ -24,6 +24,6 @@ func (PendingAuth) TableName() string { return "kubun_connector_pending_auth" }
 func All() []any {
 	return []any{
 		&SyncState{}, &Operation{}, &ProjectionWatch{},
-		&SweepReceipt{}, &SweepCandidate{}, &SweepCheckpoint{}, &PendingAuth{}, &RetentionState{},
+		&SweepReceipt{}, &SweepCandidate{}, &SweepCheckpoint{}, &PendingAuth{}, &RetentionState{}, &RetentionFinished{},
 	}
 }

@@ -1,19 +1,16 @@
 package repository
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-	"gorm.io/plugin/dbresolver"
 )
 
 // CollectParams bounds one retention pass.
@@ -22,10 +19,11 @@ type CollectParams struct {
 	Before time.Time
 	// Limit is the most rows one pass deletes; it must be positive.
 	Limit int
-	// Cursor names the retention state a pass resumes from (when the
-	// previous pass of that name began); empty means "operations". Passes
-	// through repositories with different scopes should use different names,
-	// so one tenant's pass does not move another's.
+	// Cursor is accepted for compatibility and validated as a key, but no
+	// longer selects anything: passes keep no per-cursor state. Holds are
+	// released from a queue every pass consumes whatever its scopes, and a
+	// pass resumes after the rows earlier passes held, so scoped and
+	// unscoped passes, named or not, cannot move each other past a finish.
 	Cursor string
 }
 
@@ -40,11 +38,6 @@ func newerExists(column, states string) string {
 			OR (n.created_at = o.created_at AND n.caller_did = o.caller_did AND n.operation_id > o.operation_id)))`,
 		column, states)
 }
-
-// eligibleSQL is a finished row o written before the cutoff with no live
-// lease: the rows the keep rules judge.
-const eligibleSQL = `o.state IN ('committed', 'dead') AND o.updated_at < @before
-	AND (o.lease_token IS NULL OR o.lease_expires_at < @now)`
 
 // supersededSQL is the seed's keep rule for a row on a document: a row is
 // collected only while newer rows of its kind exist on the same document.
@@ -62,20 +55,28 @@ var supersededSQL = `CASE WHEN o.state = 'committed'
 		AND ` + newerExists("owner_did", "'committed', 'dead'") + `
 	END`
 
-// collectableSQL picks the rows one DELETE collects: unheld, eligible, and
-// linked to no document or superseded on it. Keep rule and delete are one
-// statement, so neither two batches nor two concurrent cleanups can each
-// take another row to be the newest; the newest of a partition never has a
-// newer row, and operations never leave a terminal state, so it is never
-// collected.
-var collectableSQL = `o.retention_hold IS NULL AND ` + eligibleSQL +
-	` AND (o.document_id IS NULL OR (` + supersededSQL + `))`
+// judgedSQL is the rows a pass judges: unheld finished rows written before
+// the cutoff with no live lease. Its first two terms are the predicate of
+// the partial index kubun_connector_operation_collect_idx, written as the
+// index writes them so both databases read the index in pass order.
+const judgedSQL = `retention_hold IS NULL AND state IN ('committed', 'dead') AND updated_at < @before
+	AND (lease_token IS NULL OR lease_expires_at < @now)`
 
-// keptSQL picks the rows a pass marks held: unheld rows the keep rules keep
-// now (eligible but not superseded on their document), and reconcile-only
-// rows, which are never collected.
-var keptSQL = `o.retention_hold IS NULL AND o.updated_at < @before AND (o.state = 'reconcile_only' OR (` +
-	eligibleSQL + ` AND o.document_id IS NOT NULL AND NOT (` + supersededSQL + `)))`
+// judgedColumns are the columns the keep rules read from a judged row.
+const judgedColumns = "caller_did, operation_id, owner_did, document_id, state, created_at, updated_at"
+
+// keptInWindowSQL picks, among a window of judged rows o, those the keep
+// rules keep now: linked to a document and not superseded on it.
+var keptInWindowSQL = `o.document_id IS NOT NULL AND NOT (` + supersededSQL + `)`
+
+// collectableInWindowSQL picks, among a window of judged rows o, those the
+// keep rules collect: linked to no document, or superseded on it.
+var collectableInWindowSQL = `o.document_id IS NULL OR (` + supersededSQL + `)`
+
+// CollectBudget is how many judged rows one pass examines per row it may
+// delete: a pass reads at most CollectBudget × Limit unheld rows, whatever
+// the journal's size or shape.
+const CollectBudget = 4
 
 // recheckSQL is the DELETE's re-check on the row being deleted: a row
 // leased or written between the candidate read and the delete (Postgres,
@@ -93,16 +94,25 @@ const defaultCursor = "operations"
 // owner on that document. It fails closed: a bad cutoff or limit deletes
 // nothing.
 //
-// A pass costs what it deletes, not what the table keeps. A row the keep
-// rules keep is marked held (retention_hold) once, and the DELETE's
-// candidate scan skips held rows through an index. A held row can only
-// become collectable when a newer row on its document finishes, so each pass
-// first clears the marks on the documents of rows finished since the last
-// pass (kubun_connector_retention remembers when that was). Which rows a pass
-// deletes is exactly what the keep rules say over the whole table. A row
-// finished with an updated_at before the previous pass's clock (instances'
-// clocks disagreeing) leaves its document's marks until the next finish on
-// it: that delays a collection, never makes one wrong.
+// A pass costs the same on any journal. It examines a window of at most
+// CollectBudget × Limit unheld finished rows in pass order (a partial index
+// holds exactly those), deletes what the keep rules collect among them (up
+// to Limit; the keep rule and the delete are one statement), and marks the
+// ones they keep held (retention_hold), so the next pass's window starts
+// after them: an unheld journal (just adopted or upgraded) drains in passes
+// that each read the same number of rows, and a journal whose kept rows are
+// held costs a pass only what finished since.
+//
+// A held row can only become collectable when a row on its document
+// finishes later (or a finished row is linked to the document). The
+// finishing statement's own transaction queues the document (a trigger,
+// migration 0013), so the entry appears exactly when the finish commits;
+// every pass first consumes the queue and clears the holds on its
+// documents, across every scope (a finish supersedes rows of any caller or
+// owner on the document), then judges. Passes on PostgreSQL take turns on a
+// transaction-scoped advisory lock (SQLite writers take turns anyway), so a
+// pass never holds a row on knowledge another pass's release has already
+// cleared, and concurrent passes cannot deadlock on the rows they mark.
 func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectParams) (_ int64, err error) {
 	ctx, end := r.start(ctx, "CollectFinishedOperations")
 	defer end(&err)
@@ -137,104 +147,76 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	return n, nil
 }
 
-// collectPass is one pass inside its transaction: release the holds that
-// newer finishes broke, delete, hold what the DELETE passed over, and
-// record the pass.
+// collectPass is one pass inside its transaction: take the pass lock,
+// release the holds finishes broke, delete within the window, hold what the
+// window keeps.
 func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, error) {
-	passStart := r.nowMillis()
-	if err := r.releaseHolds(ctx, p.Cursor); err != nil {
+	if r.isPostgres() {
+		err := r.base(ctx).Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", retentionLockNamespace).Error
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := r.releaseFinished(ctx); err != nil {
 		return 0, err
 	}
 	args := map[string]any{"before": p.Before.UnixMilli(), "now": r.leaseNow()}
-	// Unqualified scope columns name o in the candidate read and the deleted
-	// row in the DELETE, so the repository's scopes bound both.
-	candidates := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
-		Where(collectableSQL, args).Order(collectOrder).Limit(p.Limit)
+	// The window carries the repository's scopes; the keep rules' probes
+	// look across them, as the seed's rules do.
+	window := func() *gorm.DB {
+		return r.conn(ctx).Model(&models.Operation{}).Select(judgedColumns).Where(judgedSQL, args).
+			Order(collectOrder).Limit(CollectBudget * p.Limit)
+	}
+	candidates := r.base(ctx).Table("(?) AS o", window()).Select("o.caller_did, o.operation_id").
+		Where(collectableInWindowSQL).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
 	var gone []models.Operation
-	tx := r.conn(ctx).Clauses(clause.Returning{Columns: []clause.Column{{Name: "updated_at"}, {Name: "caller_did"},
-		{Name: "operation_id"}}}).Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).Delete(&gone)
+	tx := r.conn(ctx).Clauses(clause.Returning{Columns: []clause.Column{{Name: "caller_did"}}}).
+		Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).Delete(&gone)
 	if tx.Error != nil {
 		return 0, tx.Error
 	}
-	// Every unheld row the DELETE passed over on its way to the last row it
-	// took is one the keep rules keep; a DELETE that took fewer than Limit
-	// passed over all of them.
-	var through *models.Operation
-	if len(gone) == p.Limit {
-		last := slices.MaxFunc(gone, collectCmp)
-		through = &last
-	}
-	if err := r.hold(ctx, args, p, through, passStart); err != nil {
+	// The window again, after the delete: every row in it the keep rules
+	// keep is held, so the next pass's window begins after it. Rows the
+	// rules would collect but the limit left stay unheld, first in line.
+	kept := r.base(ctx).Table("(?) AS o", window()).Select("o.caller_did, o.operation_id").Where(keptInWindowSQL)
+	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).
+		Where("(caller_did, operation_id) IN (?)", kept).UpdateColumn("retention_hold", 1).Error
+	if err != nil {
 		return 0, err
 	}
 	return int64(len(gone)), nil
 }
 
-// collectOrder is the order retention takes rows in; its leading column is
-// constant (NULL) among candidates, so the unheld index yields it.
-const collectOrder = "o.retention_hold, o.updated_at, o.caller_did, o.operation_id"
+// retentionLockNamespace is the first key of the advisory lock retention
+// passes take turns on ("rete"); the second is the schema's hash.
+const retentionLockNamespace = 0x72657465
 
-// collectCmp orders rows as collectOrder does.
-func collectCmp(a, b models.Operation) int {
-	return cmp.Or(cmp.Compare(a.UpdatedAt, b.UpdatedAt), strings.Compare(a.CallerDID, b.CallerDID),
-		strings.Compare(a.OperationID, b.OperationID))
-}
+// collectOrder is the order passes judge rows in: the partial index's.
+const collectOrder = "updated_at, caller_did, operation_id"
 
-// releaseHolds clears the holds on the documents of rows finished since
-// the previous pass of this cursor began: their older rows may be
-// superseded now. Documents are read a page at a time, so a pass costs what
-// finished since, and the common case (nothing) is one index probe.
-func (r *Repository) releaseHolds(ctx context.Context, cursor string) error {
-	// The retention state is the store's bookkeeping, shared by every
-	// scope: read it unscoped, from the primary.
-	var since []int64
-	err := r.base(ctx).Clauses(dbresolver.Write).Model(&models.RetentionState{}).Where("name = ?", cursor).
-		Limit(1).Pluck("finished_through", &since).Error
-	if err != nil || len(since) == 0 {
-		return err
-	}
-	after := ""
+// releaseFinished consumes the queue of documents on which a row finished
+// and clears the holds on them, a page at a time, unscoped (the queue and a
+// document's holds are the store's, not a tenant's). It costs what
+// finished since the last pass; nothing finished is one probe.
+func (r *Repository) releaseFinished(ctx context.Context) error {
 	for {
 		var docs []string
-		err := r.conn(ctx).Model(&models.Operation{}).Distinct("document_id").
-			Where("state IN ? AND updated_at >= ? AND document_id > ?",
-				[]string{models.OperationCommitted, models.OperationDead}, since[0], after).
-			Order("document_id").Limit(holdPage).Pluck("document_id", &docs).Error
+		err := r.base(ctx).Raw(`DELETE FROM kubun_connector_retention_finished WHERE seq IN
+			(SELECT seq FROM kubun_connector_retention_finished ORDER BY seq LIMIT ?) RETURNING document_id`, holdPage).
+			Scan(&docs).Error
 		if err != nil || len(docs) == 0 {
 			return err
 		}
-		err = hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
+		taken := len(docs)
+		slices.Sort(docs)
+		docs = slices.Compact(docs)
+		err = hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).
 			Where("retention_hold IS NOT NULL AND document_id IN ?", docs).UpdateColumn("retention_hold", nil).Error
-		if err != nil || len(docs) < holdPage {
+		if err != nil || taken < holdPage {
 			return err
 		}
-		after = docs[len(docs)-1]
 	}
 }
 
-// holdPage is the documents one hold release reads and updates at once.
+// holdPage is the queue entries one release consumes at once.
 const holdPage = 1000
-
-// hold marks the rows the keep rules keep now (those up to through, or the
-// first 4×Limit when the DELETE ran out of candidates) and records the
-// pass, so the next one knows which finishes to look at. The marks are
-// bookkeeping, not a write of the row: no version bump, no updated_at.
-func (r *Repository) hold(ctx context.Context, args map[string]any, p CollectParams, through *models.Operation, passStart int64) error {
-	kept := r.conn(ctx).Table("kubun_connector_operation AS o").Select("o.caller_did, o.operation_id").
-		Where(keptSQL, args).Order(collectOrder).Limit(4 * p.Limit)
-	if through != nil {
-		kept = kept.Where("(o.updated_at, o.caller_did, o.operation_id) < (?, ?, ?)",
-			through.UpdatedAt, through.CallerDID, through.OperationID)
-	}
-	err := hooks.SkipLock(r.conn(ctx)).Model(&models.Operation{}).
-		Where("(caller_did, operation_id) IN (?)", kept).UpdateColumn("retention_hold", 1).Error
-	if err != nil {
-		return err
-	}
-	return r.base(ctx).Clauses(clause.OnConflict{
-		Columns: []clause.Column{{Name: "name"}},
-		DoUpdates: clause.Assignments(map[string]any{"finished_through": gorm.Expr(
-			"CASE WHEN excluded.finished_through > kubun_connector_retention.finished_through " +
-				"THEN excluded.finished_through ELSE kubun_connector_retention.finished_through END")}),
-	}).Create(&models.RetentionState{Name: p.Cursor, FinishedThrough: passStart}).Error
-}
