@@ -164,8 +164,13 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// The window carries the repository's scopes; the keep rules' probes
 	// look across them, as the seed's rules do.
 	window := func() *gorm.DB {
-		return r.conn(ctx).Model(&models.Operation{}).Select(judgedColumns).Where(judgedSQL, args).
-			Order(collectOrder).Limit(CollectBudget * p.Limit)
+		q := r.conn(ctx).Model(&models.Operation{})
+		if !r.isPostgres() {
+			// SQLite has no statistics to prefer the partial index over the
+			// state index (and a sort of every judged row) by itself.
+			q = q.Table("kubun_connector_operation INDEXED BY kubun_connector_operation_collect_idx")
+		}
+		return q.Select(judgedColumns).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
 	}
 	candidates := r.base(ctx).Table("(?) AS o", window()).Select("o.caller_did, o.operation_id").
 		Where(collectableInWindowSQL).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
