@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func input(id string) repository.OperationInput {
+func inputFor(id string) repository.OperationInput {
 	return repository.OperationInput{
 		CallerDID: "did:example:caller", OperationID: id, NodeKey: "node-" + id, OwnerDID: "did:example:owner",
 		ConnectorName: "crm", Model: "contact", Op: "create", AccountKey: "acct", Target: "contacts",
@@ -57,7 +57,7 @@ func TestWorkOne(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
 					s := open(t)
-					op, stats := connstoretest.WorkOne(t, s, input("op-1"), tc.handler)
+					op, stats := connstoretest.WorkOne(t, s, inputFor("op-1"), tc.handler)
 					require.Equal(t, tc.state, op.State)
 					require.Equal(t, tc.attempts, op.Attempts)
 					require.Nil(t, op.LeaseToken, "the lease is released with the outcome")
@@ -76,7 +76,7 @@ func TestWorkOne(t *testing.T) {
 func TestClockAndIDs(t *testing.T) {
 	clock := connstoretest.NewClock(time.Date(2030, 5, 1, 12, 0, 0, 0, time.UTC))
 	s := connstoretest.SQLite(t, connstoretest.Options{Clock: clock, IDs: connstoretest.NewIDs("tok")})
-	_, _, err := s.Repo.RecordOperation(context.Background(), input("a"))
+	_, _, err := s.Repo.RecordOperation(context.Background(), inputFor("a"))
 	require.NoError(t, err)
 	claimed, err := s.Repo.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)

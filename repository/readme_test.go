@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// exampleSources are the files whose Example functions the README quotes.
+// exampleSources are the files whose Example functions (and, for
+// connstoretest, test) the README quotes.
 var exampleSources = []string{"example_test.go", "../hooks/example_test.go", "../otelconnstore/example_test.go",
-	"../worker/example_test.go"}
+	"../worker/example_test.go", "../connstoretest/readme_test.go"}
 
 // TestReadmeSnippetsAreExamples: every Go snippet of the README is an
 // excerpt (its lines, in order) of one compiled, executed example.
