@@ -116,7 +116,7 @@ func seedLargePostgres(t *testing.T, db *gorm.DB) {
 				ELSE 'pending_verification' END,
 			0, 0, CASE WHEN g % 50 = 0 THEN 1000 + g END, 0, 1, 1
 		FROM generate_series(1, 100000) g`).Error)
-	require.NoError(t, db.Exec(`ANALYZE`).Error)
+	require.NoError(t, db.Exec(`ANALYZE kubun_connector_operation, kubun_connector_projection_watch`).Error)
 }
 
 // TestExplainClaimAndDueUseIndexes: over 100k rows the claim and the due
@@ -160,7 +160,7 @@ func TestExplainRetentionAndCandidatesUseIndexes(t *testing.T) {
 			CASE WHEN g % 3 = 0 THEN 'applied' WHEN g % 3 = 1 THEN 'pending' ELSE 'present' END,
 			0, 0, g, g % 1000
 		FROM generate_series(1, 120000) g`).Error)
-	require.NoError(t, e.db.Exec(`ANALYZE`).Error)
+	require.NoError(t, e.db.Exec(`ANALYZE kubun_connector_sweep_candidate`).Error)
 	repo, rec := recordingRepo(t, e)
 	e.clock.ms.Store(3000000)
 

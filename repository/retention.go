@@ -129,8 +129,6 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
 	var n int64
-	// Unscoped: the pass's own statements apply the scopes where they belong
-	// (the retention state is the store's, not a tenant's).
 	// The keep rules' subplans make the planner's estimates large enough to
 	// JIT-compile a statement that runs in milliseconds.
 	err = r.withPlanSettings(ctx, []planSetting{{"jit", "off"}}, func(tx *gorm.DB) error {
@@ -170,22 +168,35 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 			// state index (and a sort of every judged row) by itself.
 			q = q.Table("kubun_connector_operation INDEXED BY kubun_connector_operation_collect_idx")
 		}
-		return q.Select(judgedColumns).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
+		columns := judgedColumns
+		if r.isPostgres() {
+			columns += ", ctid"
+		}
+		return q.Select(columns).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
 	}
-	candidates := r.base(ctx).Table("(?) AS o", window()).Select("o.caller_did, o.operation_id").
+	// Which rows the statements below change is decided once per statement:
+	// on PostgreSQL by the physical ids their window picks (an array the
+	// statement computes once, read by TID), so no plan can re-run the window
+	// per row of the table however lagging its statistics (one that did
+	// joined the whole table against it). A row changed by another writer
+	// meanwhile has moved and is left alone, to be judged again next pass.
+	key, pick := "(caller_did, operation_id) IN (?)", "o.caller_did, o.operation_id"
+	if r.isPostgres() {
+		key, pick = "ctid = ANY(ARRAY(?))", "o.ctid"
+	}
+	candidates := r.base(ctx).Table("(?) AS o", window()).Select(pick).
 		Where(collectableInWindowSQL).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
 	var gone []models.Operation
 	tx := r.conn(ctx).Clauses(clause.Returning{Columns: []clause.Column{{Name: "caller_did"}}}).
-		Where("(caller_did, operation_id) IN (?)", candidates).Where(recheckSQL, args).Delete(&gone)
+		Where(key, candidates).Where(recheckSQL, args).Delete(&gone)
 	if tx.Error != nil {
 		return 0, tx.Error
 	}
 	// The window again, after the delete: every row in it the keep rules
 	// keep is held, so the next pass's window begins after it. Rows the
 	// rules would collect but the limit left stay unheld, first in line.
-	kept := r.base(ctx).Table("(?) AS o", window()).Select("o.caller_did, o.operation_id").Where(keptInWindowSQL)
-	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).
-		Where("(caller_did, operation_id) IN (?)", kept).UpdateColumn("retention_hold", 1).Error
+	kept := r.base(ctx).Table("(?) AS o", window()).Select(pick).Where(keptInWindowSQL)
+	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).Where(key, kept).UpdateColumn("retention_hold", 1).Error
 	if err != nil {
 		return 0, err
 	}
