@@ -145,7 +145,9 @@ func TestWorkerHeartbeatSoak(t *testing.T) {
 		pool, err := worker.New(repo, worker.Config{Concurrency: 8, BatchSize: 16, LeaseFor: 10 * time.Second,
 			HeartbeatEvery: 2 * time.Millisecond,
 			Handler: func(_ context.Context, op *models.Operation) worker.Result {
-				time.Sleep(time.Duration(len(op.OperationID)%3) * time.Millisecond)
+				// Long enough (3–7 ms) that the run lasts about a second of
+				// 2 ms heartbeats whatever the database's speed.
+				time.Sleep(time.Duration(3+2*(len(op.OperationID)%3)) * time.Millisecond)
 				return worker.Commit(nil, nil, nil)
 			}})
 		require.NoError(t, err)
@@ -164,6 +166,7 @@ func TestWorkerHeartbeatSoak(t *testing.T) {
 			}
 		}
 		obs.mu.Unlock()
+		t.Logf("%d heartbeats", beats)
 		require.Greater(t, beats, int64(10), "heartbeats ran throughout")
 		require.Zero(t, stats.LeaseLost)
 		require.Zero(t, lost, "no lease_lost event")
