@@ -29,7 +29,7 @@ type CollectParams struct {
 
 // newerExists is "a newer operation of states on the same document with the
 // same column (caller or owner) as o", newer by (created_at, caller_did,
-// operation_id). The state is compared as an expression (state || '') so no
+// operation_id). The state is compared as an expression (state || ”) so no
 // index on state can serve the probe: a planner without statistics chose
 // one and read every committed row per probe, a million rows for each of
 // the window's; the document indexes are the probe's only way in.
