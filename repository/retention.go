@@ -29,10 +29,11 @@ type CollectParams struct {
 
 // newerExists is "a newer operation of states on the same document with the
 // same column (caller or owner) as o", newer by (created_at, caller_did,
-// operation_id). The state is compared as an expression (state || ”) so no
-// index on state can serve the probe: a planner without statistics chose
-// one and read every committed row per probe, a million rows for each of
-// the window's; the document indexes are the probe's only way in.
+// operation_id). The state is compared as an expression (concatenated with
+// an empty string) so no index on state can serve the probe: a planner
+// without statistics chose one and read every committed row per probe, a
+// million rows for each of the window's; the document indexes are the
+// probe's only way in.
 func newerExists(column, states string) string {
 	return fmt.Sprintf(`EXISTS (SELECT 1 FROM kubun_connector_operation n
 		WHERE n.document_id = o.document_id AND n.%[1]s = o.%[1]s AND n.state || '' IN (%[2]s)
