@@ -87,9 +87,6 @@ const CollectBudget = 4
 // READ COMMITTED) is kept.
 const recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)`
 
-// defaultCursor names the retention state of passes that name none.
-const defaultCursor = "operations"
-
 // CollectFinishedOperations deletes up to Limit finished operations that
 // later rows supersede, oldest updated_at first, and returns how many it
 // deleted. Committed and dead rows last written before Before, with no live
@@ -126,11 +123,10 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	if err := errors.Join(requireLimit(p.Limit), requireText("collect", p)); err != nil {
 		return 0, fmt.Errorf("collect finished operations: %w", err)
 	}
-	if p.Cursor == "" {
-		p.Cursor = defaultCursor
-	}
-	if err := requireKeys("cursor", p.Cursor); err != nil {
-		return 0, fmt.Errorf("collect finished operations: %w", err)
+	if p.Cursor != "" {
+		if err := requireKeys("cursor", p.Cursor); err != nil {
+			return 0, fmt.Errorf("collect finished operations: %w", err)
+		}
 	}
 	var n int64
 	// The keep rules' subplans make the planner's estimates large enough to
