@@ -119,6 +119,10 @@ func TestWorkerShutdownServerStopped(t *testing.T) {
 		if started.Load() < 4 {
 			return false
 		}
+		// The suite's server commits asynchronously (synchronous_commit off):
+		// an immediate stop would lose the claims' last commits with the
+		// unwritten WAL, and the leases the test looks for with them.
+		require.NoError(t, e.db.Exec("CHECKPOINT").Error)
 		out, err := exec.Command("sh", "-c", stop).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		stopped = true
