@@ -62,12 +62,24 @@ func SQLite(t testing.TB, opts Options) *Store {
 }
 
 // Postgres returns a Store in a new schema of the PostgreSQL server at dsn
-// (or, if dsn is empty, at $CONNSTORE_TEST_PG_DSN); the schema is dropped
-// when the test ends. Without a DSN the test is skipped, or failed when
-// CI=true, so a CI run never passes by skipping its database.
+// (see SchemaDSN).
 func Postgres(t testing.TB, dsn string, opts Options) *Store {
 	t.Helper()
 	opts = opts.withDefaults()
+	db, err := gorm.Open(postgres.Open(SchemaDSN(t, dsn)), opts.Gorm)
+	if err != nil {
+		t.Fatalf("connstoretest: %v", err)
+	}
+	return build(t, db, opts)
+}
+
+// SchemaDSN creates a schema on the PostgreSQL server at dsn (or, if dsn is
+// empty, at $CONNSTORE_TEST_PG_DSN) and returns dsn with a search_path
+// selecting it; the schema is dropped when the test ends. Without a DSN the
+// test is skipped, or failed when CI=true, so a CI run never passes by
+// skipping its database.
+func SchemaDSN(t testing.TB, dsn string) string {
+	t.Helper()
 	if dsn == "" {
 		dsn = os.Getenv(PostgresEnv)
 	}
@@ -79,7 +91,7 @@ func Postgres(t testing.TB, dsn string, opts Options) *Store {
 	}
 	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
 	if err != nil {
-		t.Fatalf("connstoretest: open %s: %v", PostgresEnv, err)
+		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: %v", PostgresEnv, err)
 	}
 	adminDB, err := admin.DB()
 	if err != nil {
@@ -90,7 +102,7 @@ func Postgres(t testing.TB, dsn string, opts Options) *Store {
 	schema := "connstoretest_" + hex.EncodeToString(b)
 	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		_ = adminDB.Close()
-		t.Fatalf("connstoretest: create schema: %v", err)
+		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: create schema: %v", PostgresEnv, err)
 	}
 	t.Cleanup(func() {
 		_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
@@ -103,11 +115,7 @@ func Postgres(t testing.TB, dsn string, opts Options) *Store {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	db, err := gorm.Open(postgres.Open(u.String()), opts.Gorm)
-	if err != nil {
-		t.Fatalf("connstoretest: %v", err)
-	}
-	return build(t, db, opts)
+	return u.String()
 }
 
 func (o Options) withDefaults() Options {

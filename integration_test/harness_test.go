@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
@@ -97,6 +98,13 @@ func openDSN(t testing.TB, kind, dsn string) *gorm.DB {
 		// sqliteconn, whose write slot the suite then exercises.
 		db, err = sqliteconn.Open(sqlitePath(dsn), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
 	}
+	return ownPool(t, db, err)
+}
+
+// ownPool sizes db's pool as the suite's handles are and closes it when
+// the test ends; err is the open's.
+func ownPool(t testing.TB, db *gorm.DB, err error) *gorm.DB {
+	t.Helper()
 	require.NoError(t, err)
 	sqlDB, err := db.DB()
 	require.NoError(t, err)
@@ -110,12 +118,7 @@ func openDSN(t testing.TB, kind, dsn string) *gorm.DB {
 func openPlainSQLite(t testing.TB, dsn string) *gorm.DB {
 	t.Helper()
 	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err)
-	sqlDB, err := db.DB()
-	require.NoError(t, err)
-	sqlDB.SetMaxOpenConns(16)
-	t.Cleanup(func() { _ = sqlDB.Close() })
-	return db
+	return ownPool(t, db, err)
 }
 
 // sqlitePath is the file a DSN from sqliteDSN names.
@@ -131,32 +134,11 @@ func sqliteDSN(path string) string {
 }
 
 // pgSchemaDSN creates a schema for this test and returns a DSN whose
-// search_path selects it; the schema is dropped when the test ends.
+// search_path selects it; the schema is dropped when the test ends. It is
+// connstoretest's, so the suite and users' tests share one helper.
 func pgSchemaDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(pgEnv)
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set: PostgreSQL tests cannot be skipped under CI", pgEnv)
-		}
-		t.Skipf("%s is not set; skipping PostgreSQL", pgEnv)
-	}
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err, "PostgreSQL at %s is not reachable", pgEnv)
-	adminDB, err := admin.DB()
-	require.NoError(t, err)
-	schema := "t_" + randomHex(8)
-	require.NoError(t, admin.Exec("CREATE SCHEMA "+schema).Error, "PostgreSQL at %s is not reachable", pgEnv)
-	t.Cleanup(func() {
-		_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
-		_ = adminDB.Close()
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return connstoretest.SchemaDSN(t, "")
 }
 
 // pgDatabaseDSN creates a whole database for this test (dropped when it

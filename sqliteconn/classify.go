@@ -25,26 +25,19 @@ const (
 // taking the slot for a read costs a little concurrency, the reverse would
 // cost "database is locked".
 func classify(query string) kind {
-	q := query
-	for {
-		q = strings.TrimLeft(q, " \t\r\n(")
-		switch {
-		case strings.HasPrefix(q, "--"):
-			i := strings.IndexByte(q, '\n')
-			if i < 0 {
-				return other
+	q := strings.TrimLeft(query, " \t\r\n(")
+	// Comments, of either kind, in any order, each followed by blanks.
+	for skipped := true; skipped; {
+		skipped = false
+		for _, c := range [][2]string{{"--", "\n"}, {"/*", "*/"}} {
+			if strings.HasPrefix(q, c[0]) {
+				_, rest, ok := strings.Cut(q, c[1])
+				if !ok {
+					return other
+				}
+				q, skipped = strings.TrimLeft(rest, " \t\r\n("), true
 			}
-			q = q[i+1:]
-			continue
-		case strings.HasPrefix(q, "/*"):
-			i := strings.Index(q, "*/")
-			if i < 0 {
-				return other
-			}
-			q = q[i+2:]
-			continue
 		}
-		break
 	}
 	end := strings.IndexFunc(q, func(r rune) bool { return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') })
 	if end < 0 {

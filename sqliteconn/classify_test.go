@@ -18,6 +18,8 @@ func TestClassify(t *testing.T) {
 		{"(SELECT 1) UNION (SELECT 2)", reads},
 		{"-- comment\nSELECT 1", reads},
 		{"/* hint */ SELECT 1", reads},
+		{"/* a */ -- b\n /* c */ SELECT 1", reads},
+		{"-- a\n/* b */ DELETE FROM t", changesRows},
 		{"EXPLAIN QUERY PLAN SELECT 1", reads},
 		{"VALUES (1)", reads},
 		{"INSERT INTO t VALUES (1)", changesRows},
