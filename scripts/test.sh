@@ -35,10 +35,18 @@ apt_install() {
 	apt-get install -y -qq "$1" >/dev/null
 }
 
+# free_port picks a loopback port nothing listens on, below the kernel's
+# ephemeral range: a port inside it can be taken by any outgoing connection
+# between the pick and the server's bind (CI met exactly that). The servers
+# still retry with another port when the bind fails.
 free_port() {
-	local port
+	local port low=32768
+	if [ -r /proc/sys/net/ipv4/ip_local_port_range ]; then
+		read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	fi
+	[ "$low" -gt 12000 ] || low=32768
 	for _ in $(seq 1 200); do
-		port=$((20000 + RANDOM % 40000))
+		port=$((10000 + RANDOM % (low - 10000)))
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
 			return
@@ -75,15 +83,21 @@ start_pg() {
 	PG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/connstore-pg.XXXXXX")
 	chmod 755 "$PG_DIR"
 	[ "$(id -u)" -eq 0 ] && chown "$PG_USER" "$PG_DIR"
-	local port
-	port=$(free_port)
-	log "starting PostgreSQL ($bindir) on 127.0.0.1:$port"
 	as_pg "$bindir/initdb" -D "$PG_DIR/data" -U connstore -A trust --no-sync -E UTF8 >"$PG_DIR/initdb.log" 2>&1 ||
 		{ cat "$PG_DIR/initdb.log" >&2; exit 1; }
 	trap stop_pg EXIT
-	local opts="-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 ${PG_DURABILITY-"-c fsync=off -c synchronous_commit=off -c full_page_writes=off"}"
-	as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o "$opts" \
-		>/dev/null || { cat "$PG_DIR/server.log" >&2; exit 1; }
+	local port opts started=""
+	for _ in 1 2 3 4 5; do
+		port=$(free_port)
+		log "starting PostgreSQL ($bindir) on 127.0.0.1:$port"
+		opts="-p $port -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=400 ${PG_DURABILITY-"-c fsync=off -c synchronous_commit=off -c full_page_writes=off"}"
+		if as_pg "$bindir/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 start -o "$opts" >/dev/null; then
+			started=1
+			break
+		fi
+		log "PostgreSQL did not start on $port; trying another port"
+	done
+	[ -n "$started" ] || { cat "$PG_DIR/server.log" >&2; exit 1; }
 	PG_BINDIR=$bindir
 	PG_PORT=$port
 	export CONNSTORE_TEST_PG_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
@@ -123,9 +137,25 @@ start_pgbouncer() {
 		bin=$(pgbouncer_bin)
 	fi
 	[ -n "$bin" ] || { echo "PgBouncer still missing after install" >&2; exit 1; }
-	local port dir="$PG_DIR/pgbouncer"
-	port=$(free_port)
+	local dir="$PG_DIR/pgbouncer"
 	mkdir -p "$dir"
+	BOUNCER_PIDFILE="$dir/pgbouncer.pid"
+	local attempt
+	for attempt in 1 2 3 4 5; do
+		if try_pgbouncer "$bin" "$dir"; then
+			return
+		fi
+		log "PgBouncer did not start (attempt $attempt); trying another port"
+	done
+	cat "$dir/pgbouncer.log" >&2 2>/dev/null
+	exit 1
+}
+
+# try_pgbouncer starts PgBouncer on a fresh free port and waits until it
+# listens; it fails (and leaves nothing running) when the bind fails.
+try_pgbouncer() {
+	local bin=$1 dir=$2 port
+	port=$(free_port)
 	# trust still needs the user listed in the auth file.
 	echo '"connstore" ""' >"$dir/userlist.txt"
 	cat >"$dir/pgbouncer.ini" <<-EOF
@@ -145,17 +175,21 @@ start_pgbouncer() {
 		pidfile = $dir/pgbouncer.pid
 	EOF
 	[ "$(id -u)" -eq 0 ] && chown -R "$PG_USER" "$dir"
-	BOUNCER_PIDFILE="$dir/pgbouncer.pid"
 	log "starting PgBouncer ($bin, transaction pooling) on 127.0.0.1:$port"
 	# -d daemonizes once it listens; PgBouncer refuses to run as root.
 	as_pg "$bin" -d "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1 ||
-		{ cat "$dir/start.log" "$dir/pgbouncer.log" >&2 2>/dev/null; exit 1; }
+		{ cat "$dir/start.log" "$dir/pgbouncer.log" >&2 2>/dev/null; return 1; }
 	for _ in $(seq 1 100); do
 		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 		sleep 0.1
 	done
-	(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null ||
-		{ echo "PgBouncer is not listening on 127.0.0.1:$port" >&2; cat "$dir/pgbouncer.log" >&2; exit 1; }
+	if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+		echo "PgBouncer is not listening on 127.0.0.1:$port" >&2
+		tail -n 5 "$dir/pgbouncer.log" >&2 2>/dev/null
+		[ -s "$BOUNCER_PIDFILE" ] && kill "$(cat "$BOUNCER_PIDFILE")" 2>/dev/null
+		rm -f "$BOUNCER_PIDFILE"
+		return 1
+	fi
 	export CONNSTORE_TEST_PGBOUNCER_DSN="postgres://connstore@127.0.0.1:$port/postgres?sslmode=disable"
 }
 
