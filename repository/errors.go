@@ -36,12 +36,17 @@ type RetriesExhaustedError struct {
 	ConnectorName, OwnerDID string
 	// Attempts is the number of read-recompute-write attempts made.
 	Attempts int
+	// Action is the call that gave up; empty means "update sync progress".
+	Action string
 }
 
 // Error implements error.
 func (e *RetriesExhaustedError) Error() string {
-	return fmt.Sprintf("update sync progress %s/%s: CAS failed after %d attempts",
-		e.ConnectorName, e.OwnerDID, e.Attempts)
+	action := e.Action
+	if action == "" {
+		action = "update sync progress"
+	}
+	return fmt.Sprintf("%s %s/%s: CAS failed after %d attempts", action, e.ConnectorName, e.OwnerDID, e.Attempts)
 }
 
 // Unwrap makes errors.Is(err, ErrRetriesExhausted) hold.
@@ -164,3 +169,35 @@ func (r *Repository) isDuplicateKey(err error) bool {
 	}
 	return false
 }
+
+// ErrWrongState is returned when an operator's write addresses a row whose
+// state does not allow it (requeueing an operation that is not dead or
+// reconcile-only, cancelling one that already finished, a status change
+// whose expected status no longer holds). Nothing was written. StateError
+// names the state found.
+var ErrWrongState = errors.New("connstore: row is not in a state that allows this")
+
+// StateError says which state refused an operator's write. It matches
+// ErrWrongState with errors.Is.
+type StateError struct {
+	// Action is the refused write ("requeue", "cancel", "set sync status").
+	Action string
+	// Key names the row.
+	Key string
+	// State is the stored state (or status) the write met.
+	State string
+	// Want lists the states the write accepts.
+	Want []string
+}
+
+// Error implements error.
+func (e *StateError) Error() string {
+	return fmt.Sprintf("%s %s: %s is %q, not one of %q", e.Action, e.Key, "state", e.State, e.Want)
+}
+
+// Unwrap makes errors.Is(err, ErrWrongState) hold.
+func (e *StateError) Unwrap() error { return ErrWrongState }
+
+// ErrLeaseHeld is returned by CancelOperation, without Force, for an
+// operation a worker holds under a live lease. Nothing was written.
+var ErrLeaseHeld = errors.New("connstore: operation is held by a live lease")

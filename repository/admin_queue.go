@@ -1,0 +1,222 @@
+package repository
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm"
+)
+
+// DefaultOverdueAfter is how long an attempted operation may sit due and
+// unclaimed before the admin calls count it overdue. A running pool picks
+// a due operation up within its poll interval (100 ms by default); one
+// still waiting after a minute means no pool is running or it is
+// saturated.
+const DefaultOverdueAfter = time.Minute
+
+// OperationCountsParams selects what CountOperations counts.
+type OperationCountsParams struct {
+	// ConnectorName and OwnerDID narrow the counts; empty counts every
+	// connector (owner).
+	ConnectorName, OwnerDID string
+	// States are the states counted; empty means the ones an operator
+	// watches: attempted, dead and reconcile_only. Committed rows are most
+	// of a journal (until retention collects them) and are counted only
+	// when named, since counting them reads all of them.
+	States []string
+	// OverdueAfter overrides DefaultOverdueAfter; it must not be negative.
+	OverdueAfter time.Duration
+}
+
+// OperationCount is the queue of one connector, owner and state.
+type OperationCount struct {
+	ConnectorName, OwnerDID, State string
+	// Count is the number of operations in the state.
+	Count int64
+	// Due counts attempted operations due now and not under a live lease:
+	// what the next claims will take (the queue depth).
+	Due int64
+	// Leased counts attempted operations under a live lease (in flight).
+	Leased int64
+	// Overdue counts the Due operations that have been due for longer than
+	// OverdueAfter.
+	Overdue int64
+	// OldestDue is how long the longest-waiting Due operation has been due;
+	// zero when none is.
+	OldestDue time.Duration
+}
+
+// countRow is what the counting statement returns per group.
+type countRow struct {
+	ConnectorName               string
+	OwnerDID                    string `gorm:"column:owner_did"`
+	State                       string
+	Total, Due, Leased, Overdue int64
+	OldestDueAt                 *int64
+}
+
+// CountOperations returns the operations per connector, owner and state,
+// ordered by them: how deep each queue is, how much of it is in flight or
+// overdue, and how long its oldest due operation has waited. The statement
+// reads the entries of the state-led indexes for the states asked for, so
+// its cost is the number of rows counted; the default states leave the
+// committed bulk out. A scoped repository counts only its own rows.
+func (r *Repository) CountOperations(ctx context.Context, p OperationCountsParams) (_ []OperationCount, err error) {
+	ctx, end := r.start(ctx, "CountOperations")
+	defer end(&err)
+	states, overdueAfter, err := p.normalize()
+	if err != nil {
+		return nil, fmt.Errorf("count operations: %w", err)
+	}
+	now := r.nowMillis()
+	overdueAt := now - overdueAfter.Milliseconds()
+	ready := "state = '" + models.OperationAttempted + "' AND " + dueAtSQL + " <= ? AND (lease_token IS NULL OR lease_expires_at < ?)"
+	live := "state = '" + models.OperationAttempted + "' AND lease_token IS NOT NULL AND lease_expires_at >= ?"
+	lnow := r.leaseNow()
+	q := r.conn(ctx).Model(&models.Operation{}).Select(
+		"connector_name, owner_did, state, COUNT(*) AS total, "+
+			"SUM(CASE WHEN "+ready+" THEN 1 ELSE 0 END) AS due, "+
+			"SUM(CASE WHEN "+live+" THEN 1 ELSE 0 END) AS leased, "+
+			"SUM(CASE WHEN "+ready+" AND "+dueAtSQL+" <= ? THEN 1 ELSE 0 END) AS overdue, "+
+			"MIN(CASE WHEN "+ready+" THEN "+dueAtSQL+" END) AS oldest_due_at",
+		now, lnow, lnow, now, lnow, overdueAt, now, lnow).
+		Scopes(scopes.State(states...)).
+		Group("connector_name, owner_did, state").Order("connector_name, owner_did, state")
+	q = narrow(q, p.ConnectorName, p.OwnerDID)
+	var rows []countRow
+	if err := q.Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("count operations: %w", err)
+	}
+	out := make([]OperationCount, len(rows))
+	for i, row := range rows {
+		out[i] = OperationCount{ConnectorName: row.ConnectorName, OwnerDID: row.OwnerDID, State: row.State,
+			Count: row.Total, Due: row.Due, Leased: row.Leased, Overdue: row.Overdue}
+		if row.OldestDueAt != nil && *row.OldestDueAt < now {
+			out[i].OldestDue = time.Duration(now-*row.OldestDueAt) * time.Millisecond
+		}
+	}
+	return out, nil
+}
+
+// operationStates are the states an operation may be in.
+var operationStates = []string{models.OperationAttempted, models.OperationCommitted,
+	models.OperationDead, models.OperationReconcileOnly}
+
+func (p OperationCountsParams) normalize() ([]string, time.Duration, error) {
+	states := p.States
+	if len(states) == 0 {
+		states = []string{models.OperationAttempted, models.OperationDead, models.OperationReconcileOnly}
+	}
+	errs := []error{requireStates(states), optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID)}
+	if p.OverdueAfter < 0 {
+		errs = append(errs, invalid("overdue after %v is negative", p.OverdueAfter))
+	}
+	overdue := p.OverdueAfter
+	if overdue == 0 {
+		overdue = DefaultOverdueAfter
+	}
+	return states, overdue, errors.Join(errs...)
+}
+
+// requireStates refuses a state no operation can be in.
+func requireStates(states []string) error {
+	for _, s := range states {
+		known := false
+		for _, k := range operationStates {
+			known = known || s == k
+		}
+		if !known {
+			return invalid("state %q is not one of %q", s, operationStates)
+		}
+	}
+	return nil
+}
+
+// optionalKeys checks the non-empty ones of name/value pairs as keys.
+func optionalKeys(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			if err := requireKeys(pairs[i], pairs[i+1]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// narrow adds the optional connector and owner filters.
+func narrow(q *gorm.DB, connector, owner string) *gorm.DB {
+	if connector != "" {
+		q = q.Scopes(scopes.Connector(connector))
+	}
+	if owner != "" {
+		q = q.Scopes(scopes.Owner(owner))
+	}
+	return q
+}
+
+// ListByStateParams pages through the operations in one state.
+type ListByStateParams struct {
+	// State is the state listed: dead, reconcile_only, attempted or
+	// committed.
+	State string
+	// Overdue lists only attempted operations due and unclaimed for longer
+	// than OverdueAfter (State must be attempted or empty).
+	Overdue bool
+	// OverdueAfter overrides DefaultOverdueAfter; it must not be negative.
+	OverdueAfter time.Duration
+	// ConnectorName and OwnerDID narrow the listing; empty lists all.
+	ConnectorName, OwnerDID string
+	// After resumes after this key; nil starts at the first.
+	After *OperationKey
+	// Limit is the page size; it must be positive.
+	Limit int
+}
+
+// ListOperationsByState returns up to Limit operations in one state, in
+// key order (caller, operation id) after After: a keyset page of the
+// state-led key index, so a page costs what it returns however long the
+// journal is. A short page is the last one. The key of the last row is the
+// next page's After.
+func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStateParams) (_ []models.Operation, err error) {
+	ctx, end := r.start(ctx, "ListOperationsByState")
+	defer end(&err)
+	if p.Overdue && p.State == "" {
+		p.State = models.OperationAttempted
+	}
+	errs := []error{requireStates([]string{p.State}), requireLimit(p.Limit),
+		optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID)}
+	if p.Overdue && p.State != models.OperationAttempted {
+		errs = append(errs, invalid("only attempted operations can be overdue, not %s", p.State))
+	}
+	if p.OverdueAfter < 0 {
+		errs = append(errs, invalid("overdue after %v is negative", p.OverdueAfter))
+	}
+	if p.After != nil {
+		errs = append(errs, p.After.validate())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("list operations by state: %w", err)
+	}
+	var after []any
+	if p.After != nil {
+		after = []any{p.After.CallerDID, p.After.OperationID}
+	}
+	q := r.conn(ctx).Scopes(scopes.State(p.State), scopes.After([]string{"caller_did", "operation_id"}, after))
+	if p.Overdue {
+		overdue := p.OverdueAfter
+		if overdue == 0 {
+			overdue = DefaultOverdueAfter
+		}
+		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-overdue.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow()))
+	}
+	var rows []models.Operation
+	if err := narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list %s operations: %w", p.State, err)
+	}
+	return rows, nil
+}
