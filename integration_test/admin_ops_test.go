@@ -98,7 +98,9 @@ func TestRequeueClearsRetentionHold(t *testing.T) {
 
 func TestCancelOperation(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
-		key := func(id string) repository.OperationKey { return repository.OperationKey{CallerDID: "caller", OperationID: id} }
+		key := func(id string) repository.OperationKey {
+			return repository.OperationKey{CallerDID: "caller", OperationID: id}
+		}
 
 		// Unleased: cancelled at once.
 		recordOp(t, e, "caller", "free")
