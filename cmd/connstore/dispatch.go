@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// command is one leaf of the command tree.
+type command struct {
+	// run does the work once the flags are parsed.
+	run func(ctx context.Context, c *cli) error
+	// flags declares the command's own flags on c.fs.
+	flags func(c *cli)
+	// args is the number of positional arguments and their names.
+	args []string
+}
+
+// commands maps "group verb" to its command.
+var commands = map[string]command{
+	"migrate up":      {run: migrateUp},
+	"migrate status":  {run: migrateStatus},
+	"ops counts":      {run: opsCounts, flags: opsCountsFlags},
+	"ops list":        {run: opsList, flags: opsListFlags},
+	"ops requeue":     {run: opsRequeue, flags: opsRequeueFlags, args: []string{"CALLER", "OPERATION"}},
+	"ops cancel":      {run: opsCancel, flags: opsCancelFlags, args: []string{"CALLER", "OPERATION"}},
+	"sync list":       {run: syncList, flags: syncListFlags},
+	"sync set-status": {run: syncSetStatus, flags: syncSetStatusFlags},
+	"retention run":   {run: retentionRun, flags: retentionFlags},
+	"auth purge":      {run: authPurge, flags: authPurgeFlags},
+}
+
+// dispatch finds the command named by args, parses its flags and runs it.
+func dispatch(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+	c := newCLI(stdout, getenv)
+	// Global flags may come before the command as well as after it.
+	words, rest, err := c.parse(args, 2)
+	if err != nil {
+		return err
+	}
+	if len(words) < 2 {
+		return fmt.Errorf("%w: a command is required", errUsage)
+	}
+	name := words[0] + " " + words[1]
+	cmd, ok := commands[name]
+	if !ok {
+		return fmt.Errorf("%w: unknown command %q", errUsage, name)
+	}
+	if cmd.flags != nil {
+		cmd.flags(c)
+	}
+	if c.positional, _, err = c.parse(rest, 0); err != nil {
+		return err
+	}
+	if len(c.positional) != len(cmd.args) {
+		return fmt.Errorf("%w: %s takes %d arguments (%s), got %d", errUsage, name, len(cmd.args),
+			strings.Join(cmd.args, " "), len(c.positional))
+	}
+	defer c.close()
+	return cmd.run(ctx, c)
+}

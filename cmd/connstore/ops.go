@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+)
+
+func opsCountsFlags(c *cli) {
+	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
+	c.fs.StringVar(&c.f.owner, "owner", "", "only this owner DID")
+	c.fs.StringVar(&c.f.states, "states", "", "comma-separated states (default attempted,dead,reconcile_only)")
+	c.fs.DurationVar(&c.f.overdueAfter, "overdue-after", repository.DefaultOverdueAfter, "due and unclaimed this long counts as overdue")
+}
+
+// countView is one row of "ops counts" as JSON.
+type countView struct {
+	Connector        string  `json:"connector"`
+	Owner            string  `json:"owner"`
+	State            string  `json:"state"`
+	Count            int64   `json:"count"`
+	Due              int64   `json:"due"`
+	Leased           int64   `json:"leased"`
+	Overdue          int64   `json:"overdue"`
+	OldestDueSeconds float64 `json:"oldest_due_seconds"`
+}
+
+func opsCounts(ctx context.Context, c *cli) error {
+	repo, err := c.repo()
+	if err != nil {
+		return err
+	}
+	counts, err := repo.CountOperations(ctx, repository.OperationCountsParams{ConnectorName: c.f.connector,
+		OwnerDID: c.f.owner, States: splitList(c.f.states), OverdueAfter: c.f.overdueAfter})
+	if err != nil {
+		return err
+	}
+	views := make([]countView, len(counts))
+	t := table{v: views, header: []string{"CONNECTOR", "OWNER", "STATE", "COUNT", "DUE", "LEASED", "OVERDUE", "OLDEST DUE"}}
+	for i, n := range counts {
+		views[i] = countView{n.ConnectorName, n.OwnerDID, n.State, n.Count, n.Due, n.Leased, n.Overdue, n.OldestDue.Seconds()}
+		t.rows = append(t.rows, []string{n.ConnectorName, n.OwnerDID, n.State, itoa(n.Count), itoa(n.Due),
+			itoa(n.Leased), itoa(n.Overdue), n.OldestDue.Round(time.Second).String()})
+	}
+	return c.print(t)
+}
+
+func opsListFlags(c *cli) {
+	c.fs.StringVar(&c.f.state, "state", "", "the state listed: attempted, dead, reconcile_only or committed")
+	c.fs.BoolVar(&c.f.overdue, "overdue", false, "only attempted operations due and unclaimed for over -overdue-after")
+	c.fs.DurationVar(&c.f.overdueAfter, "overdue-after", repository.DefaultOverdueAfter, "see -overdue")
+	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
+	c.fs.StringVar(&c.f.owner, "owner", "", "only this owner DID")
+	c.fs.StringVar(&c.f.after, "after", "", "resume after CALLER/OPERATION (the last line of the previous page)")
+	c.fs.IntVar(&c.f.limit, "limit", 50, "page size")
+}
+
+// opView is one operation as JSON.
+type opView struct {
+	Caller         string      `json:"caller_did"`
+	Operation      string      `json:"operation_id"`
+	Connector      string      `json:"connector"`
+	Owner          string      `json:"owner"`
+	Model          string      `json:"model"`
+	Op             string      `json:"op"`
+	State          string      `json:"state"`
+	Attempts       int64       `json:"attempts"`
+	NextAttemptAt  *int64      `json:"next_attempt_at"`
+	LastKind       *string     `json:"last_kind"`
+	LastHTTPStatus *int64      `json:"last_http_status"`
+	DocumentID     *string     `json:"document_id"`
+	LeaseExpiresAt *int64      `json:"lease_expires_at"`
+	Result         models.JSON `json:"result_entity,omitempty"`
+	CreatedAt      int64       `json:"created_at"`
+	UpdatedAt      int64       `json:"updated_at"`
+}
+
+func viewOf(op *models.Operation) opView {
+	return opView{op.CallerDID, op.OperationID, op.ConnectorName, op.OwnerDID, op.Model, op.Op, op.State, op.Attempts,
+		op.NextAttemptAt, op.LastKind, op.LastHTTPStatus, op.DocumentID, op.LeaseExpiresAt, op.ResultEntity,
+		op.CreatedAt, op.UpdatedAt}
+}
+
+var opHeader = []string{"CALLER/OPERATION", "CONNECTOR", "OWNER", "STATE", "ATTEMPTS", "LAST KIND", "HTTP", "NEXT ATTEMPT", "UPDATED"}
+
+func opRow(op *models.Operation) []string {
+	updated := op.UpdatedAt
+	return []string{op.CallerDID + "/" + op.OperationID, op.ConnectorName, op.OwnerDID, op.State, itoa(op.Attempts),
+		str(op.LastKind), num(op.LastHTTPStatus), millis(op.NextAttemptAt), millis(&updated)}
+}
+
+func opsList(ctx context.Context, c *cli) error {
+	p := repository.ListByStateParams{State: c.f.state, Overdue: c.f.overdue, OverdueAfter: c.f.overdueAfter,
+		ConnectorName: c.f.connector, OwnerDID: c.f.owner, Limit: c.f.limit}
+	if c.f.after != "" {
+		caller, op, ok := cutLast(c.f.after)
+		if !ok {
+			return fmt.Errorf("%w: -after %q is not CALLER/OPERATION", errUsage, c.f.after)
+		}
+		p.After = &repository.OperationKey{CallerDID: caller, OperationID: op}
+	}
+	repo, err := c.repo()
+	if err != nil {
+		return err
+	}
+	ops, err := repo.ListOperationsByState(ctx, p)
+	if err != nil {
+		return err
+	}
+	views := make([]opView, len(ops))
+	t := table{v: views, header: opHeader}
+	for i := range ops {
+		views[i] = viewOf(&ops[i])
+		t.rows = append(t.rows, opRow(&ops[i]))
+	}
+	return c.print(t)
+}
+
+// cutLast splits CALLER/OPERATION at the last slash: a DID may hold
+// slashes (did:web paths), an operation id from this tool's output does not.
+func cutLast(s string) (string, string, bool) {
+	i := strings.LastIndex(s, "/")
+	if i <= 0 || i == len(s)-1 {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+func opsRequeueFlags(c *cli) {
+	c.fs.BoolVar(&c.f.resetAttempts, "reset-attempts", false, "start the attempt count again at zero")
+}
+
+func opsRequeue(ctx context.Context, c *cli) error {
+	repo, err := c.repo()
+	if err != nil {
+		return err
+	}
+	op, err := repo.RequeueOperation(ctx, repository.RequeueParams{ResetAttempts: c.f.resetAttempts,
+		OperationKey: repository.OperationKey{CallerDID: c.positional[0], OperationID: c.positional[1]}})
+	if err != nil {
+		return err
+	}
+	return c.message(viewOf(op), fmt.Sprintf("requeued %s/%s: attempted, due now, %d attempts so far",
+		op.CallerDID, op.OperationID, op.Attempts))
+}
+
+func opsCancelFlags(c *cli) {
+	c.fs.BoolVar(&c.f.force, "force", false, "cancel even under a live lease (the holder's later writes are refused)")
+}
+
+func opsCancel(ctx context.Context, c *cli) error {
+	repo, err := c.repo()
+	if err != nil {
+		return err
+	}
+	op, err := repo.CancelOperation(ctx, repository.CancelParams{Force: c.f.force,
+		OperationKey: repository.OperationKey{CallerDID: c.positional[0], OperationID: c.positional[1]}})
+	if err != nil {
+		return err
+	}
+	return c.message(viewOf(op), fmt.Sprintf("cancelled %s/%s: dead, last kind %s", op.CallerDID, op.OperationID, repository.CancelledKind))
+}
