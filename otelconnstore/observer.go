@@ -2,6 +2,7 @@ package otelconnstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/repository"
@@ -47,11 +48,17 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Observer, error) {
 }
 
 // Begin implements repository.Observer: a span named connstore.<Method>.
+// A call that failed is an error span, except ErrNotFound (see below).
 func (o *Observer) Begin(ctx context.Context, method string) (context.Context, func(error)) {
 	ctx, span := o.tracer.Start(ctx, "connstore."+method, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attribute.String("connstore.method", method)))
 	return ctx, func(err error) {
-		if err != nil {
+		switch {
+		case errors.Is(err, repository.ErrNotFound):
+			// An answer, not a failure: a lookup of a row that is not
+			// there is how callers ask whether it is.
+			span.SetAttributes(attribute.Bool("connstore.not_found", true))
+		case err != nil:
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}

@@ -195,6 +195,11 @@ func increment(table, column string) clause.Expr {
 // nowMillis is the injected clock in epoch milliseconds.
 func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }
 
+// Now is the repository's clock (Options.NowFunc): the time it stamps on
+// created_at, updated_at and next_attempt_at. Measure against it, not the
+// host's clock, what those columns say (how long an operation waited).
+func (r *Repository) Now() time.Time { return r.now() }
+
 // takeOne reads the one row selected by scope from the primary,
 // translating not-found.
 func takeOne[T any](ctx context.Context, r *Repository, what string, key any, scope func(*gorm.DB) *gorm.DB) (*T, error) {

@@ -65,6 +65,13 @@ type Config struct {
 	// Logger receives what the pool could not do and refused results; nil
 	// is silent.
 	Logger *slog.Logger
+	// OnFinished, if set, is called once for every claimed operation when
+	// the pool is done with it (results Run gave up recording at shutdown,
+	// Stats.Unrecorded, are not reported), from the goroutine that recorded
+	// it: it
+	// must be quick and must not block (count, observe a histogram). See
+	// Finished; otelconnstore.WorkerMetrics returns one.
+	OnFinished func(Finished)
 }
 
 // withDefaults returns cfg with zero values filled in, or ErrInvalidInput

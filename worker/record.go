@@ -76,11 +76,11 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		release  []repository.Fence
 	)
 	s := &r.pool.stats
-	settled := make(map[repository.Fence]bool, len(batch))
+	settled := make(map[repository.Fence]string, len(batch)) // fence → outcome label
 	for _, o := range batch {
 		f := o.job.fence
 		if o.act == actDrop {
-			settled[f] = true
+			settled[f] = OutcomeLeaseLost
 		}
 		if o.refusal != nil {
 			s.refused.Add(1)
@@ -108,34 +108,38 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 			release = append(release, f)
 		}
 	}
-	refusedCommits := writeAll(ctx, r, settled, "commit", commits, func(p repository.CommitParams) repository.Fence { return p.Fence }, r.pool.repo.CommitOperations, func(o repository.BatchOutcome) {
+	refusedCommits := writeAll(ctx, r, settled, "commit", commits, func(p repository.CommitParams) repository.Fence { return p.Fence }, r.pool.repo.CommitOperations, func(o repository.BatchOutcome) string {
 		s.committed.Add(1)
+		return OutcomeCommitted
 	})
 	// The store found these commits invalid for their row (its document id).
 	dead = append(dead, refusedCommits...)
-	writeAll(ctx, r, settled, "record failure", failures, func(p repository.FailureParams) repository.Fence { return p.Fence }, r.pool.repo.RecordOperationFailures, func(o repository.BatchOutcome) {
+	writeAll(ctx, r, settled, "record failure", failures, func(p repository.FailureParams) repository.Fence { return p.Fence }, r.pool.repo.RecordOperationFailures, func(o repository.BatchOutcome) string {
 		if o.Write.State == models.OperationDead {
 			s.dead.Add(1)
-		} else {
-			s.retried.Add(1)
+			return OutcomeDead
 		}
+		s.retried.Add(1)
+		return OutcomeRetried
 	})
-	writeAll(ctx, r, settled, "snooze", snoozes, func(p repository.SnoozeParams) repository.Fence { return p.Fence }, r.pool.repo.SnoozeOperations, func(repository.BatchOutcome) { s.snoozed.Add(1) })
+	writeAll(ctx, r, settled, "snooze", snoozes, func(p repository.SnoozeParams) repository.Fence { return p.Fence }, r.pool.repo.SnoozeOperations, func(repository.BatchOutcome) string { s.snoozed.Add(1); return OutcomeSnoozed })
 	finish := func(state string) func(context.Context, []repository.Fence) ([]repository.BatchOutcome, error) {
 		return func(ctx context.Context, fs []repository.Fence) ([]repository.BatchOutcome, error) {
 			return r.pool.repo.FinishOperations(ctx, fs, state)
 		}
 	}
-	writeAll(ctx, r, settled, "mark dead", dead, self, finish(models.OperationDead), func(repository.BatchOutcome) { s.dead.Add(1) })
+	writeAll(ctx, r, settled, "mark dead", dead, self, finish(models.OperationDead), func(repository.BatchOutcome) string { s.dead.Add(1); return OutcomeDead })
 	writeAll(ctx, r, settled, "mark reconcile-only", rec, self, finish(models.OperationReconcileOnly),
-		func(repository.BatchOutcome) { s.reconcileOnly.Add(1) })
-	writeAll(ctx, r, settled, "release", release, self, r.pool.repo.ReleaseOperations, func(repository.BatchOutcome) { s.released.Add(1) })
+		func(repository.BatchOutcome) string { s.reconcileOnly.Add(1); return OutcomeReconcileOnly })
+	writeAll(ctx, r, settled, "release", release, self, r.pool.repo.ReleaseOperations, func(repository.BatchOutcome) string { s.released.Add(1); return OutcomeReleased })
 
 	// An outcome not settled when ctx ended stays held: giveUp logs it.
+	now := time.Now()
 	r.mu.Lock()
 	freed := 0
 	for _, o := range batch {
-		if settled[o.job.fence] {
+		if label := settled[o.job.fence]; label != "" {
+			r.finished(o.job, label, now)
 			delete(r.held, o.job.fence)
 			o.job.cancel(nil)
 			freed++
@@ -155,8 +159,8 @@ func self(f repository.Fence) repository.Fence { return f }
 // invalid for their stored row (a commit's document id). A whole call
 // refused as invalid (which the pool's own validation should make
 // impossible) is split so one item's refusal stays its own.
-func writeAll[P any](ctx context.Context, r *run, settled map[repository.Fence]bool, what string, items []P, fenceOf func(P) repository.Fence,
-	call func(context.Context, []P) ([]repository.BatchOutcome, error), landed func(repository.BatchOutcome)) []repository.Fence {
+func writeAll[P any](ctx context.Context, r *run, settled map[repository.Fence]string, what string, items []P, fenceOf func(P) repository.Fence,
+	call func(context.Context, []P) ([]repository.BatchOutcome, error), landed func(repository.BatchOutcome) string) []repository.Fence {
 	if len(items) == 0 {
 		return nil
 	}
@@ -169,7 +173,7 @@ func writeAll[P any](ctx context.Context, r *run, settled map[repository.Fence]b
 				r.pool.stats.refused.Add(1)
 				r.cfg.Logger.Error("connstore worker: "+what+" refused; its lease will expire", "operation",
 					fenceOf(items[0]).String(), "err", err)
-				settled[fenceOf(items[0])] = true
+				settled[fenceOf(items[0])] = OutcomeRefused
 				return nil
 			}
 			for i := range items {
@@ -186,15 +190,16 @@ func writeAll[P any](ctx context.Context, r *run, settled map[repository.Fence]b
 			continue
 		}
 		for _, o := range out {
-			settled[o.Fence] = true
 			switch {
 			case o.Err == nil:
-				landed(o)
+				settled[o.Fence] = landed(o)
 			case errors.Is(o.Err, repository.ErrInvalidInput):
+				settled[o.Fence] = OutcomeRefused
 				r.pool.stats.refused.Add(1)
 				r.cfg.Logger.Error("connstore worker: "+what+" refused by the store", "operation", o.Fence.String(), "err", o.Err)
 				refused = append(refused, o.Fence)
 			default: // a lost lease, or the row is gone
+				settled[o.Fence] = OutcomeLeaseLost
 				r.pool.stats.leaseLost.Add(1)
 				r.cfg.Logger.Warn("connstore worker: "+what+" not recorded: the lease was lost", "operation",
 					o.Fence.String(), "err", o.Err)

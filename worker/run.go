@@ -27,6 +27,11 @@ type job struct {
 	// it knows: the claim's or the last answered heartbeat's start plus
 	// LeaseFor (under run.mu).
 	expires time.Time
+	// claimedAt is when the claim that leased it was sent, and storeNow
+	// the repository's clock then (what created_at is measured against).
+	claimedAt, storeNow time.Time
+	// ran is how long the handler ran (set when it returned).
+	ran time.Duration
 }
 
 // run is one Run's state.
@@ -184,12 +189,12 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 			}
 			return
 		}
-		claimedAt := time.Now()
+		claimedAt, storeNow := time.Now(), r.pool.repo.Now()
 		ops, err := r.pool.repo.ClaimOperations(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
 		r.pool.stats.claimed.Add(int64(len(ops)))
 		for i := range ops {
-			r.start(work, ops[i], claimedAt.Add(cfg.LeaseFor))
+			r.start(work, ops[i], claimedAt, storeNow)
 		}
 		for range free - len(ops) {
 			<-r.slots // give back the slots nothing was claimed for
@@ -248,9 +253,10 @@ func (r *run) listen(ctx context.Context) {
 // (a handler never starts after shutdown began, nor after Run returned).
 // The outcome is queued for the recorder before the handler counts as
 // returned, so once the pool is idle every outcome is in the queue.
-func (r *run) start(work context.Context, op models.Operation, expires time.Time) {
+func (r *run) start(work context.Context, op models.Operation, claimedAt, storeNow time.Time) {
 	hctx, cancel := context.WithCancelCause(work)
-	j := &job{op: op, fence: repository.FenceOf(&op), cancel: cancel, expires: expires}
+	j := &job{op: op, fence: repository.FenceOf(&op), cancel: cancel, expires: claimedAt.Add(r.cfg.LeaseFor),
+		claimedAt: claimedAt, storeNow: storeNow}
 	r.mu.Lock()
 	r.held[j.fence] = j
 	r.active++
@@ -260,7 +266,9 @@ func (r *run) start(work context.Context, op models.Operation, expires time.Time
 		select {
 		case r.running <- struct{}{}:
 			if !closed(r.stop) {
+				began := time.Now()
 				res, panicked, cause := r.call(hctx, j)
+				j.ran = time.Since(began) // read by the recorder after the send below
 				o = decide(j, res, cause, panicked, time.Now())
 			}
 			<-r.running
