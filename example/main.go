@@ -14,6 +14,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -30,11 +31,26 @@ import (
 func main() {
 	dsn := flag.String("dsn", os.Getenv("CONNSTORE_DSN"),
 		"PostgreSQL DSN, a postgres:// URL or key=value pairs; empty uses the SQLite file -sqlite")
-	file := flag.String("sqlite", "connstore-example.db", "SQLite file used when no DSN is given")
+	file := flag.String("sqlite", defaultFile(), "SQLite file used when no DSN is given")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *dsn, *file); err != nil {
 		log.Fatal(err)
 	}
+}
+
+// defaultFile is where the example keeps its SQLite database: the user's
+// cache directory (or the temporary directory), never the directory it is
+// run from, so running it leaves nothing in a checkout.
+func defaultFile() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	dir = filepath.Join(dir, "connstore")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "example.db")
 }
 
 // open opens PostgreSQL when dsn is set (any form pgx accepts; a malformed

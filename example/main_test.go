@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -60,4 +61,19 @@ func TestRunPostgres(t *testing.T) {
 	}
 	var out bytes.Buffer
 	require.ErrorContains(t, run(context.Background(), &out, "port=notanumber", ""), "not a PostgreSQL DSN")
+}
+
+// The example's default database lives in the user's cache (or temporary)
+// directory, never in the directory it runs from.
+func TestDefaultFileOutsideWorkingDir(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	file := defaultFile()
+	require.True(t, filepath.IsAbs(file), file)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	rel, err := filepath.Rel(wd, file)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(rel, ".."), "%s is under the working directory", file)
+	require.Equal(t, "example.db", filepath.Base(file))
 }
