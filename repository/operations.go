@@ -13,10 +13,41 @@ import (
 )
 
 // OperationInput is an outbound write about to be attempted.
+//
+// Every string field is required: non-empty valid UTF-8 without NUL, at
+// most MaxKeyLength bytes. The example values are a CRM
+// connector creating a contact.
 type OperationInput struct {
-	CallerDID, OperationID, NodeKey, OwnerDID, ConnectorName string
-	Model, Op, AccountKey, Target, DeterministicEventID      string
-	// PayloadHash identifies the payload; re-recording must match it.
+	// CallerDID is the DID of the identity the write is made for, e.g.
+	// "did:key:z6MkCaller". With OperationID it is the operation's key.
+	CallerDID string
+	// OperationID is the caller's idempotency key for the write, e.g.
+	// "op-01J9Z…": recording it again is a replay, never a second write.
+	OperationID string
+	// NodeKey is the key of the graph node the write comes from, e.g.
+	// "contact:42"; stored as given.
+	NodeKey string
+	// OwnerDID is the DID of the user whose connected account is written,
+	// e.g. "did:key:z6MkOwner"; scopes and listings select by it.
+	OwnerDID string
+	// ConnectorName names the connector, e.g. "hubspot".
+	ConnectorName string
+	// Model is the data model of the written document, e.g. "Contact".
+	Model string
+	// Op is the kind of write, e.g. "create", "update" or "delete". It is
+	// free text, as in the seed: the store never branches on it.
+	Op string
+	// AccountKey identifies the provider account written to, e.g. the
+	// portal or workspace id "portal-123".
+	AccountKey string
+	// Target is the provider-side destination, e.g. "crm/v3/objects/contacts".
+	Target string
+	// DeterministicEventID is the id of the event the write answers,
+	// derived from it so that the same event always yields the same id,
+	// e.g. "evt-9f2c…".
+	DeterministicEventID string
+	// PayloadHash identifies the payload, e.g. a SHA-256 hex digest;
+	// re-recording must match it.
 	PayloadHash string
 	// SourceID is the provider-side id, when known.
 	SourceID *string
