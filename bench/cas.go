@@ -29,7 +29,7 @@ func casCompare(ctx context.Context, dsn string, rep *report, opts repository.Op
 	if err != nil {
 		return err
 	}
-	if err := repo.SetSyncState(ctx, "crm", "o", repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}); err != nil {
+	if err := repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}); err != nil {
 		return err
 	}
 	conn, err := pgx.Connect(ctx, sdsn)

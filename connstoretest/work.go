@@ -52,7 +52,7 @@ func WorkOne(t testing.TB, s *Store, in repository.OperationInput, handler worke
 	if stats.Claimed != 1 {
 		t.Fatalf("connstoretest: the pool claimed %d operations; the store holds other due operations", stats.Claimed)
 	}
-	op, err := s.Repo.GetOperation(context.Background(), in.CallerDID, in.OperationID)
+	op, err := s.Repo.GetOperation(context.Background(), repository.OperationKey{CallerDID: in.CallerDID, OperationID: in.OperationID})
 	if err != nil {
 		t.Fatalf("connstoretest: read back: %v", err)
 	}

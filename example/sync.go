@@ -21,7 +21,7 @@ type cursor struct {
 // progress on one row by compare-and-swap; no page is lost.
 func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repository, _ string) error {
 	const connector, owner, workers, pages = "example-crm", "did:example:alice", 4, 5
-	if err := repo.DeleteSyncState(ctx, connector, owner); err != nil {
+	if err := repo.DeleteSyncState(ctx, repository.ConnectorKey{OwnerDID: owner, ConnectorName: connector}); err != nil {
 		return err
 	}
 	recompute := func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
@@ -56,7 +56,7 @@ func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repositor
 			return err
 		}
 	}
-	st, err := repo.GetSyncState(ctx, connector, owner)
+	st, err := repo.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: owner, ConnectorName: connector})
 	if err != nil {
 		return err
 	}

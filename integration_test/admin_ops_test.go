@@ -346,16 +346,16 @@ func TestSetSyncStatus(t *testing.T) {
 		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o", Status: models.SyncStatusSyncing})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "crm", "o", repository.SyncStateInput{
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{
 			Checkpoint: models.JSON(`{"page":7}`), LastSyncedAt: "t1", EntityCount: 70, Status: models.SyncStatusIdle}))
-		before, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+		before, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
 
 		msg := "provider down"
 		row, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o",
 			Status: models.SyncStatusError, Error: &msg, IfStatus: []string{models.SyncStatusIdle, models.SyncStatusSyncing}})
 		require.NoError(t, err)
-		stored, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+		stored, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Equal(t, row, stored)
 		require.Equal(t, models.SyncStatusError, stored.Status)
@@ -372,7 +372,7 @@ func TestSetSyncStatus(t *testing.T) {
 		var se *repository.StateError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, models.SyncStatusError, se.State)
-		again, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+		again, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Equal(t, stored, again)
 	})
@@ -384,7 +384,7 @@ func TestSetSyncStatus(t *testing.T) {
 func TestSetSyncStatusRacesProgress(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		_, other := instance(t, e, repository.Options{})
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "crm", "o", repository.SyncStateInput{
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{
 			Checkpoint: models.JSON(`{"n":0}`), LastSyncedAt: "t", Status: models.SyncStatusIdle}))
 		const steps, flips = 60, 40
 		step := func(cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
@@ -419,7 +419,7 @@ func TestSetSyncStatusRacesProgress(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		row, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+		row, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, steps), string(row.Checkpoint), "a progress step was lost")
 		require.Equal(t, int64(steps), row.EntityCount)

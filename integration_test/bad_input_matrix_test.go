@@ -60,12 +60,12 @@ func TestBadInputMatrix(t *testing.T) {
 		err1 := func(_ any, err error) error { return err }
 		err2 := func(_, _ any, err error) error { return err }
 		cases := map[string]error{
-			"GetSyncState empty owner":     err1(r.GetSyncState(c, "crm", "")),
-			"GetSyncState oversized":       err1(r.GetSyncState(c, huge, "o")),
-			"SetSyncState empty connector": r.SetSyncState(c, "", "o", state),
-			"SetSyncState unknown status":  r.SetSyncState(c, "crm", "o", unknownStatus),
-			"SetSyncState negative count":  r.SetSyncState(c, "crm", "o", negative),
-			"SetSyncState malformed JSON":  r.SetSyncState(c, "crm", "o", badJSON),
+			"GetSyncState empty owner":     err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "", ConnectorName: "crm"})),
+			"GetSyncState oversized":       err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: huge})),
+			"SetSyncState empty connector": r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: ""}, state),
+			"SetSyncState unknown status":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, unknownStatus),
+			"SetSyncState negative count":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, negative),
+			"SetSyncState malformed JSON":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, badJSON),
 			"UpdateSyncProgress nil recompute": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
 				ConnectorName: "crm", OwnerDID: "owner"}),
 			"UpdateSyncProgress negative retries": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
@@ -75,7 +75,7 @@ func TestBadInputMatrix(t *testing.T) {
 			"UpdateSyncProgress malformed result": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
 				ConnectorName: "crm", OwnerDID: "owner", Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t",
 					Recovery: models.JSON(`[`)})}),
-			"DeleteSyncState empty":       r.DeleteSyncState(c, "", "owner"),
+			"DeleteSyncState empty":       r.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: ""}),
 			"ListSyncStates zero limit":   err1(r.ListSyncStates(c, repository.ListSyncStatesParams{ConnectorName: "crm"})),
 			"RecordOperation empty":       err2(r.RecordOperation(c, opIn(func(in *repository.OperationInput) { in.OwnerDID = "" }))),
 			"RecordOperation oversized":   err2(r.RecordOperation(c, opIn(func(in *repository.OperationInput) { in.OperationID = huge }))),
@@ -83,7 +83,7 @@ func TestBadInputMatrix(t *testing.T) {
 			"RecordOperation empty doc": err2(r.RecordOperation(c, opIn(func(in *repository.OperationInput) {
 				in.DocumentID = models.StrPtr("")
 			}))),
-			"GetOperation empty":               err1(r.GetOperation(c, "caller", "")),
+			"GetOperation empty":               err1(r.GetOperation(c, repository.OperationKey{CallerDID: "caller", OperationID: ""})),
 			"ListOperationsByOwner zero limit": err1(r.ListOperationsByOwner(c, repository.ListOperationsParams{OwnerDID: "owner"})),
 			"ClaimOperations zero limit":       err1(r.ClaimOperations(c, repository.ClaimParams{LeaseFor: time.Minute})),
 			"ClaimOperations negative lease":   err1(r.ClaimOperations(c, repository.ClaimParams{Limit: 1, LeaseFor: -time.Second})),
@@ -113,7 +113,7 @@ func TestBadInputMatrix(t *testing.T) {
 			"RecordRelistReceipt empty":       err1(r.RecordRelistReceipt(c, rec(func(r *repository.RelistReceipt) { r.Partition = "" }), nil)),
 			"RecordRelistReceipt malformed":   err1(r.RecordRelistReceipt(c, rec(func(r *repository.RelistReceipt) { r.Keep = models.JSON("[") }), nil)),
 			"RecordRelistReceipt candidate":   err1(r.RecordRelistReceipt(c, receipt("new"), []repository.CandidateInput{{DocumentID: huge, ModelID: "m"}})),
-			"ListSweepReceipts empty":         err1(r.ListSweepReceipts(c, "", "crm")),
+			"ListSweepReceipts empty":         err1(r.ListSweepReceipts(c, repository.ConnectorKey{OwnerDID: "", ConnectorName: "crm"})),
 			"ListSweepCandidates zero limit":  err1(r.ListSweepCandidates(c, repository.ListCandidatesParams{OwnerDID: "owner", ConnectorName: "crm"})),
 			"ListSweepCandidates before 1970": err1(r.ListSweepCandidates(c, repository.ListCandidatesParams{OwnerDID: "owner",
 				ConnectorName: "crm", Limit: 1, DueAt: &before1970})),

@@ -32,7 +32,7 @@ func benchKinds(b *testing.B, fn func(b *testing.B, e *env, raw *sql.DB)) {
 func BenchmarkUpdateSyncProgress(b *testing.B) {
 	benchKinds(b, func(b *testing.B, e *env, raw *sql.DB) {
 		c := context.Background()
-		require.NoError(b, e.repo.SetSyncState(c, "c", "o", repository.SyncStateInput{LastSyncedAt: "t", Status: "idle"}))
+		require.NoError(b, e.repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, repository.SyncStateInput{LastSyncedAt: "t", Status: "idle"}))
 		recompute := counterRecompute(nil)
 		b.Run("repository", func(b *testing.B) {
 			for b.Loop() {

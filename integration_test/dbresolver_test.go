@@ -32,8 +32,8 @@ func TestReadReplicaRouting(t *testing.T) {
 	require.NoError(t, err)
 	c := ctx(t)
 
-	require.NoError(t, repo.SetSyncState(c, "crm", "o", baseState(t)))
-	_, err = repo.GetSyncState(c, "crm", "o")
+	require.NoError(t, repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
+	_, err = repo.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err, "a Get reads the source")
 	for range 3 {
 		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
@@ -41,7 +41,7 @@ func TestReadReplicaRouting(t *testing.T) {
 				return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 1}, nil
 			}}), "the CAS read goes to the source")
 	}
-	st, err := repo.GetSyncState(c, "crm", "o")
+	st, err := repo.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), st.Version)
 
@@ -85,7 +85,7 @@ func TestReadReplicaRouting(t *testing.T) {
 	failed, err := repo.RecordOperationFailure(c, repository.FailureParams{Fence: fences["fail"], Kind: "timeout"})
 	require.NoError(t, err, "the failure's attempts read goes to the source")
 	require.Equal(t, int64(1), failed.Attempts)
-	_, err = repo.GetOperation(c, "caller", "dead")
+	_, err = repo.GetOperation(c, repository.OperationKey{CallerDID: "caller", OperationID: "dead"})
 	require.NoError(t, err)
 
 	key := repository.WatchKey{OwnerDID: "o", ConnectorName: "crm", Model: "m", AccountKey: "a", SourceID: "s"}
@@ -128,13 +128,13 @@ func TestReadReplicaRouting(t *testing.T) {
 	n, err := repo.CollectFinishedOperations(c, repository.CollectParams{Before: e.clock.Now(), Limit: 10})
 	require.NoError(t, err)
 	require.Positive(t, n, "retention deletes on the source")
-	require.NoError(t, repo.DeleteSyncState(c, "crm", "o"))
-	_, err = repo.GetSyncState(c, "crm", "o")
+	require.NoError(t, repo.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}))
+	_, err = repo.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.ErrorIs(t, err, repository.ErrNotFound)
 	work, err := repo.ListDueOperations(c, repository.DueParams{Now: e.clock.Now(), ReadWinners: noWinners})
 	require.NoError(t, err)
 	require.Empty(t, work.Operations, "the due sweep reads the replica")
-	rs, err := repo.ListSweepReceipts(c, "owner", "crm")
+	rs, err := repo.ListSweepReceipts(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"})
 	require.NoError(t, err)
 	require.Empty(t, rs, "ListSweepReceipts reads the replica")
 

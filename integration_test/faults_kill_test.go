@@ -24,7 +24,7 @@ func TestKilledConnectionMidCall(t *testing.T) {
 		check func(t *testing.T, e *env)
 	}{
 		{"update sync progress", func(t *testing.T, e *env) any {
-			require.NoError(t, e.repo.SetSyncState(ctx(t), "crm", "o", baseState(t)))
+			require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 			return nil
 		}, `SELECT 1 FROM kubun_connector_sync_state WHERE owner_did = 'o' FOR UPDATE`,
 			func(e *env, _ any) error {
@@ -34,7 +34,7 @@ func TestKilledConnectionMidCall(t *testing.T) {
 						return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 9}, nil
 					}})
 			}, func(t *testing.T, e *env) {
-				st, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+				st, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 				require.NoError(t, err)
 				require.Equal(t, int64(1), st.Version)
 			}},

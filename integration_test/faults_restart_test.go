@@ -130,7 +130,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 	require.Empty(t, errs)
 	require.Positive(t, outage.Load(), "the load met the outage and retried through it")
 
-	st, err := repo.GetSyncState(context.Background(), "crm", "o")
+	st, err := repo.GetSyncState(context.Background(), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err)
 	var got applied
 	require.NoError(t, st.Checkpoint.Decode(&got))

@@ -82,7 +82,7 @@ func TestObserverAndLogEvents(t *testing.T) {
 		require.NoError(t, err)
 		c := ctx(t)
 
-		require.NoError(t, repo.SetSyncState(c, "crm", "o", baseState(t)))
+		require.NoError(t, repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 		first := true
 		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {

@@ -51,7 +51,7 @@ func ms(t time.Time) *int64 { v := t.UnixMilli(); return &v }
 // snapshot reads an operation for before/after comparison.
 func snapshot(t *testing.T, e *env, caller, id string) models.Operation {
 	t.Helper()
-	op, err := e.repo.GetOperation(ctx(t), caller, id)
+	op, err := e.repo.GetOperation(ctx(t), repository.OperationKey{CallerDID: caller, OperationID: id})
 	require.NoError(t, err)
 	return *op
 }

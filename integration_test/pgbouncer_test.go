@@ -227,7 +227,7 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 	}
 	shared := func(k int) string { return fmt.Sprintf("shared-%d", k) }
 	for k := range 3 {
-		require.NoError(t, repos[0].SetSyncState(ctx(t), "crm", shared(k), repository.SyncStateInput{
+		require.NoError(t, repos[0].SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"}, repository.SyncStateInput{
 			LastSyncedAt: "t0", Status: models.SyncStatusSyncing}))
 	}
 
@@ -286,9 +286,9 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 				if tally.fail("update progress "+tag, err); err == nil {
 					tally.progress[k].Add(1)
 				}
-				_, err = repo.GetSyncState(c, "crm", shared(k))
+				_, err = repo.GetSyncState(c, repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"})
 				tally.fail("get sync state "+tag, err)
-				tally.fail("set sync state "+tag, repo.SetSyncState(c, "crm", "own-"+caller, repository.SyncStateInput{
+				tally.fail("set sync state "+tag, repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "own-" + caller, ConnectorName: "crm"}, repository.SyncStateInput{
 					LastSyncedAt: tag, EntityCount: int64(r), Status: models.SyncStatusIdle}))
 
 				in := repository.PendingAuthInput{State: "state-" + tag, CodeVerifier: models.Secret(verifier),
@@ -335,14 +335,14 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 	require.Empty(t, tally.errs, "every call through PgBouncer succeeds")
 
 	for k := range 3 {
-		got, err := repos[0].GetSyncState(ctx(t), "crm", shared(k))
+		got, err := repos[0].GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"})
 		require.NoError(t, err)
 		acked := tally.progress[k].Load()
 		require.Equal(t, acked, got.Version, "%s: one version bump per acknowledged CAS write", shared(k))
 		require.Equal(t, acked, got.EntityCount, "%s: every acknowledged CAS write counted once", shared(k))
 	}
 	for w := range workers {
-		got, err := repos[0].GetSyncState(ctx(t), "crm", fmt.Sprintf("own-caller-%d", w))
+		got, err := repos[0].GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: fmt.Sprintf("own-caller-%d", w), ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Equal(t, int64(rounds-1), got.EntityCount)
 	}

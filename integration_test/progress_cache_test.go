@@ -39,7 +39,7 @@ func pageUpdater(t *testing.T, maxRetries *int) func(*repository.Repository, int
 
 func pages(t *testing.T, e *env) string {
 	t.Helper()
-	st, err := e.repo.GetSyncState(ctx(t), "crm", "o")
+	st, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err)
 	return st.Checkpoint.String()
 }
@@ -83,7 +83,7 @@ func TestProgressCacheStaleFallsBack(t *testing.T) {
 		require.NoError(t, update(e.repo, 4))
 		require.JSONEq(t, `{"pages":[9,4]}`, pages(t, e))
 
-		require.NoError(t, other.DeleteSyncState(ctx(t), "crm", "o")) // recreated: a new incarnation
+		require.NoError(t, other.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})) // recreated: a new incarnation
 		require.NoError(t, update(other, 5))
 		require.NoError(t, update(e.repo, 6))
 		require.JSONEq(t, `{"pages":[5,6]}`, pages(t, e))

@@ -31,7 +31,7 @@ func nextPage(t *testing.T) repository.RecomputeFunc {
 
 func storedPage(t *testing.T, repo *repository.Repository) int {
 	t.Helper()
-	st, err := repo.GetSyncState(ctx(t), "crm", "o")
+	st, err := repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err)
 	var doc pageDoc
 	require.NoError(t, st.Checkpoint.Decode(&doc))
@@ -43,7 +43,7 @@ func storedPage(t *testing.T, repo *repository.Repository) int {
 func resetTo(t *testing.T, repo *repository.Repository, n int) error {
 	in := baseState(t)
 	in.Checkpoint = mustJSON(t, pageDoc{Page: n})
-	return repo.SetSyncState(ctx(t), "crm", "o", in)
+	return repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, in)
 }
 
 // TestProgressResetNotUndone: instance A updates progress, instance B
@@ -60,7 +60,7 @@ func TestProgressResetNotUndone(t *testing.T) {
 				return a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
 					Recompute: nextPage(t)})
 			}
-			require.NoError(t, b.DeleteSyncState(ctx(t), "crm", "o"))
+			require.NoError(t, b.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}))
 			require.NoError(t, update())
 			require.NoError(t, update())
 			require.Equal(t, 2, storedPage(t, b))
@@ -80,7 +80,7 @@ func TestProgressResetReadThenWrite(t *testing.T) {
 		for _, cache := range []int{0, -1} {
 			_, a := instance(t, e, repository.Options{ProgressCache: cache})
 			_, b := instance(t, e, repository.Options{ProgressCache: cache})
-			require.NoError(t, b.DeleteSyncState(ctx(t), "crm", "o"))
+			require.NoError(t, b.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}))
 			require.NoError(t, resetTo(t, b, 1))
 			var calls atomic.Int32
 			err := a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",

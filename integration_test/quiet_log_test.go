@@ -44,10 +44,10 @@ func TestExpectedOutcomesStayOutOfTheLog(t *testing.T) {
 		repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
 		require.NoError(t, err)
 
-		_, err = repo.GetSyncState(ctx(t), "crm", "nobody")
+		_, err = repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "nobody", ConnectorName: "crm"})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 
-		require.NoError(t, repo.SetSyncState(ctx(t), "crm", "o", baseState(t)))
+		require.NoError(t, repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 		calls := 0
 		err = repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
 			Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
@@ -62,7 +62,7 @@ func TestExpectedOutcomesStayOutOfTheLog(t *testing.T) {
 		require.Empty(t, sink.String(), "expected outcomes are not errors")
 
 		require.NoError(t, e.db.Exec("DROP TABLE kubun_connector_sync_state").Error)
-		_, err = repo.GetSyncState(ctx(t), "crm", "o")
+		_, err = repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.Error(t, err)
 		require.Contains(t, sink.String(), "kubun_connector_sync_state", "a real failure still reaches the log")
 	})

@@ -34,7 +34,7 @@ func TestScopedWritesWithReplicaDown(t *testing.T) {
 
 	scoped, err := repo.WithScopes(ctx(t), scopes.Owner("owner"))
 	require.NoError(t, err, "the scope probe reads the primary")
-	require.NoError(t, scoped.SetSyncState(ctx(t), "crm", "owner", baseState(t)))
+	require.NoError(t, scoped.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}, baseState(t)))
 	_, _, err = scoped.RecordOperation(ctx(t), opInput("caller", "one"))
 	require.NoError(t, err)
 	out, err := scoped.RecordOperations(ctx(t), manyInputs("many", 50))
@@ -104,7 +104,7 @@ func TestNilAndZeroArguments(t *testing.T) {
 		require.ErrorIs(t, e.repo.Transaction(ctx(t), nil), repository.ErrInvalidInput)
 		_, err = e.repo.WithScopes(ctx(t), nil)
 		require.ErrorIs(t, err, repository.ErrInvalidInput)
-		_, err = e.repo.WithTx(nil).GetSyncState(ctx(t), "crm", "o")
+		_, err = e.repo.WithTx(nil).GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.ErrorIs(t, err, repository.ErrInvalidInput)
 
 		recordOp(t, e, "caller", "op")

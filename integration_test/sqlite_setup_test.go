@@ -94,7 +94,7 @@ func TestSQLiteOpenerPrepareStmt(t *testing.T) {
 func mixedWorkload(t *testing.T, e *env, a, b *repository.Repository) {
 	t.Helper()
 	repos := []*repository.Repository{a, b}
-	require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
+	require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, repository.SyncStateInput{
 		LastSyncedAt: "t0", Status: models.SyncStatusSyncing}))
 	const workers, rounds = 8, 60 // 5 calls a round: 300 calls a goroutine
 	retries := 1 << 20
@@ -139,7 +139,7 @@ func mixedWorkload(t *testing.T, e *env, a, b *repository.Repository) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, int64(workers*rounds), count(t, e.db, &models.Operation{}))
-	got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+	got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 	require.NoError(t, err)
 	require.Equal(t, int64(workers*rounds), got.EntityCount, "no progress update lost")
 }
@@ -190,7 +190,9 @@ func TestSQLiteDeadlineWhileLocked(t *testing.T) {
 	require.NoError(t, holder.Exec("UPDATE kubun_connector_sync_state SET status = status").Error)
 
 	calls := map[string]func(context.Context) error{
-		"set sync state": func(c context.Context) error { return repo.SetSyncState(c, "crm", "o", baseState(t)) },
+		"set sync state": func(c context.Context) error {
+			return repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t))
+		},
 		"record receipt": func(c context.Context) error { _, err := repo.RecordRelistReceipt(c, receipt("p1"), nil); return err },
 		"claim operations": func(c context.Context) error {
 			_, err := repo.ClaimOperations(c, repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})

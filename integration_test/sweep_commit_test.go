@@ -95,7 +95,7 @@ func TestCheckpointMonotonic(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "new", cp.Provenance)
 		require.Equal(t, int64(2), cp.ReceiptSequence)
-		listed, err := e.repo.ListSweepReceipts(ctx(t), "owner", "crm")
+		listed, err := e.repo.ListSweepReceipts(ctx(t), repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Empty(t, listed, "both receipts committed")
 

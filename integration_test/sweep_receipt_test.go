@@ -55,7 +55,7 @@ func TestRecordRelistReceipt(t *testing.T) {
 		require.Equal(t, models.CandidatePending, candidate(t, e, "p1", "c").State)
 		require.Equal(t, seqs["contacts/p1"], sweepSnapshot(t, e).Receipts[0].Sequence)
 
-		listed, err := e.repo.ListSweepReceipts(ctx(t), "owner", "crm")
+		listed, err := e.repo.ListSweepReceipts(ctx(t), repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Len(t, listed, 3)
 		require.Equal(t, "p2", listed[2].Provenance, "oldest created first")
@@ -73,7 +73,7 @@ func TestRecordReceiptSkipsCommitted(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "a replay of a committed receipt has nothing left to verify")
 		require.Equal(t, before, sweepSnapshot(t, e))
-		listed, err := e.repo.ListSweepReceipts(ctx(t), "owner", "crm")
+		listed, err := e.repo.ListSweepReceipts(ctx(t), repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Empty(t, listed)
 	})

@@ -36,7 +36,7 @@ func TestUpdateProgressNoLostUpdates(t *testing.T) {
 	t.Parallel()
 	const writers, increments = 32, 50
 	forEachDB(t, func(t *testing.T, e *env) {
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, repository.SyncStateInput{
 			LastSyncedAt: "t0", Status: models.SyncStatusSyncing}))
 		retries := 1 << 20
 		var attempts atomic.Int64
@@ -57,7 +57,7 @@ func TestUpdateProgressNoLostUpdates(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(writers*increments), got.EntityCount)
 		require.Equal(t, int64(writers*increments), got.Version, "one version bump per successful write")
@@ -102,7 +102,7 @@ func TestUpdateProgressInsertRace(t *testing.T) {
 		require.Nil(t, seen[1])
 		require.NotNil(t, seen[2])
 		require.Equal(t, int64(0), seen[2].Version)
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(2), got.EntityCount, "both writes landed")
 		require.Equal(t, int64(1), got.Version, "one insert (v0) and one update (v1)")

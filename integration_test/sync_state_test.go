@@ -28,7 +28,7 @@ func baseState(t *testing.T) repository.SyncStateInput {
 func TestSyncStateGetMissing(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		_, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		_, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 		require.ErrorIs(t, err, gorm.ErrRecordNotFound)
 	})
@@ -37,8 +37,8 @@ func TestSyncStateGetMissing(t *testing.T) {
 func TestSyncStateSetInsertThenConflict(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", baseState(t)))
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, baseState(t)))
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(0), got.Version)
 		require.Equal(t, "id-1", *got.Incarnation)
@@ -51,8 +51,8 @@ func TestSyncStateSetInsertThenConflict(t *testing.T) {
 		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_sync_state SET version = 4, lease_expires_at = 99`).Error)
 		next := repository.SyncStateInput{LastSyncedAt: "t2", EntityCount: 9, Status: models.SyncStatusError,
 			Error: models.StrPtr("boom")}
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", next))
-		got, err = e.repo.GetSyncState(ctx(t), "c", "o")
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, next))
+		got, err = e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(4), got.Version)
 		require.Equal(t, "id-1", *got.Incarnation)
@@ -99,7 +99,7 @@ func TestUpdateProgressInsertsIdle(t *testing.T) {
 		rec := &progressRecorder{delta: 2}
 		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		require.Equal(t, []*repository.SyncProgressCurrent{nil}, rec.calls)
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, models.SyncStatusIdle, got.Status)
 		require.Equal(t, int64(2), got.EntityCount)
@@ -112,10 +112,10 @@ func TestUpdateProgressInsertsIdle(t *testing.T) {
 func TestUpdateProgressNeverWritesStatus(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", baseState(t)))
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, baseState(t)))
 		rec := &progressRecorder{delta: 1}
 		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, models.SyncStatusSyncing, got.Status)
 		require.Equal(t, int64(1), got.Version)
@@ -140,7 +140,7 @@ func TestUpdateProgressLoserRecomputesFromWinner(t *testing.T) {
 		require.NoError(t, updateProgress(t, e, rec.fn(t, e)))
 		require.Len(t, rec.calls, 2)
 		require.Equal(t, int64(1), rec.calls[1].Version, "retry reads the winner's row")
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(111), got.EntityCount, "neither update is lost")
 		require.Equal(t, int64(2), got.Version)
@@ -154,7 +154,7 @@ func TestUpdateProgressRecreatedRowRejectsStaleRead(t *testing.T) {
 		rec := &progressRecorder{delta: 1}
 		rec.hook = func(call int) {
 			if call == 1 { // delete + recreate: same version 0, new incarnation
-				require.NoError(t, e.repo.DeleteSyncState(ctx(t), "c", "o"))
+				require.NoError(t, e.repo.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}))
 				setCounter(t, e, 50)
 			}
 		}
@@ -162,7 +162,7 @@ func TestUpdateProgressRecreatedRowRejectsStaleRead(t *testing.T) {
 		require.Len(t, rec.calls, 2)
 		require.Equal(t, rec.calls[0].Version, rec.calls[1].Version, "same version, so only the incarnation caught it")
 		require.NotEqual(t, rec.calls[0].Incarnation, rec.calls[1].Incarnation)
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(51), got.EntityCount, "rebased on the new row, not the stale one")
 	})
@@ -172,7 +172,7 @@ func TestUpdateProgressExhaustion(t *testing.T) {
 	t.Parallel()
 	for _, maxRetries := range []int{0, 2, repository.DefaultMaxRetries} {
 		forEachDB(t, func(t *testing.T, e *env) {
-			require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", baseState(t)))
+			require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, baseState(t)))
 			rec := &progressRecorder{}
 			rec.hook = func(int) { // every attempt loses to a concurrent bump
 				require.NoError(t, e.db.Exec(`UPDATE kubun_connector_sync_state SET version = version + 1`).Error)
@@ -188,7 +188,7 @@ func TestUpdateProgressExhaustion(t *testing.T) {
 			require.Equal(t, maxRetries+1, exhausted.Attempts)
 			require.Len(t, rec.calls, maxRetries+1)
 			require.Contains(t, err.Error(), "c/o")
-			got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+			got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 			require.NoError(t, err)
 			require.Equal(t, int64(3), got.EntityCount, "no attempt wrote")
 		})
@@ -206,9 +206,9 @@ func TestUpdateProgressRecomputeErrorAborts(t *testing.T) {
 		require.ErrorIs(t, e.repo.UpdateSyncProgress(ctx(t), p), boom)
 		require.Equal(t, int64(0), count(t, e.db, &models.SyncState{}), "insert path wrote nothing")
 
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", baseState(t)))
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, baseState(t)))
 		require.ErrorIs(t, e.repo.UpdateSyncProgress(ctx(t), p), boom)
-		got, err := e.repo.GetSyncState(ctx(t), "c", "o")
+		got, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(0), got.Version, "update path wrote nothing")
 	})
@@ -235,11 +235,22 @@ func TestSyncStateBadInput(t *testing.T) {
 			name string
 			call func() error
 		}{
-			{"get empty connector", func() error { _, err := e.repo.GetSyncState(ctx(t), "", "o"); return err }},
-			{"set empty owner", func() error { return e.repo.SetSyncState(ctx(t), "c", "", good) }},
-			{"set unknown status", func() error { return e.repo.SetSyncState(ctx(t), "c", "o", withStatus) }},
-			{"set malformed JSON", func() error { return e.repo.SetSyncState(ctx(t), "c", "o", withJSON) }},
-			{"set negative count", func() error { return e.repo.SetSyncState(ctx(t), "c", "o", withCount) }},
+			{"get empty connector", func() error {
+				_, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: ""})
+				return err
+			}},
+			{"set empty owner", func() error {
+				return e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "", ConnectorName: "c"}, good)
+			}},
+			{"set unknown status", func() error {
+				return e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, withStatus)
+			}},
+			{"set malformed JSON", func() error {
+				return e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, withJSON)
+			}},
+			{"set negative count", func() error {
+				return e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, withCount)
+			}},
 			{"update empty connector", func() error {
 				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{OwnerDID: "o", Recompute: ok})
 			}},
@@ -261,7 +272,9 @@ func TestSyncStateBadInput(t *testing.T) {
 				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "c", OwnerDID: "o",
 					Recompute: result(repository.SyncProgressResult{})})
 			}},
-			{"delete empty owner", func() error { return e.repo.DeleteSyncState(ctx(t), "c", "") }},
+			{"delete empty owner", func() error {
+				return e.repo.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "", ConnectorName: "c"})
+			}},
 			{"list zero limit", func() error {
 				_, err := e.repo.ListSyncStates(ctx(t), repository.ListSyncStatesParams{ConnectorName: "c"})
 				return err
@@ -282,9 +295,9 @@ func TestSyncStateListAndDelete(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		for _, owner := range []string{"o3", "o1", "o2", "o4"} {
-			require.NoError(t, e.repo.SetSyncState(ctx(t), "c", owner, baseState(t)))
+			require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: owner, ConnectorName: "c"}, baseState(t)))
 		}
-		require.NoError(t, e.repo.SetSyncState(ctx(t), "other", "o1", baseState(t)))
+		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o1", ConnectorName: "other"}, baseState(t)))
 		var owners []string
 		after := ""
 		for {
@@ -301,9 +314,9 @@ func TestSyncStateListAndDelete(t *testing.T) {
 		}
 		require.Equal(t, []string{"o1", "o2", "o3", "o4"}, owners)
 
-		require.NoError(t, e.repo.DeleteSyncState(ctx(t), "c", "o2"))
-		require.NoError(t, e.repo.DeleteSyncState(ctx(t), "c", "o2"), "deleting a missing row is fine")
-		_, err := e.repo.GetSyncState(ctx(t), "c", "o2")
+		require.NoError(t, e.repo.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o2", ConnectorName: "c"}))
+		require.NoError(t, e.repo.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o2", ConnectorName: "c"}), "deleting a missing row is fine")
+		_, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o2", ConnectorName: "c"})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 		require.Equal(t, int64(4), count(t, e.db, &models.SyncState{}))
 	})
@@ -318,7 +331,7 @@ func TestNewRequiresPlugin(t *testing.T) {
 // setCounter writes the row c/o with checkpoint {"N": n}.
 func setCounter(t *testing.T, e *env, n int) {
 	t.Helper()
-	require.NoError(t, e.repo.SetSyncState(ctx(t), "c", "o", repository.SyncStateInput{
+	require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, repository.SyncStateInput{
 		Checkpoint: mustJSON(t, map[string]int{"N": n}), LastSyncedAt: "t", Status: "idle"}))
 }
 

@@ -35,7 +35,7 @@ func tenantRows(t *testing.T, db *gorm.DB, owner string) map[string]any {
 func seedTenant(t *testing.T, e *env, owner string) (repository.Fence, *models.ProjectionWatch) {
 	t.Helper()
 	c := ctx(t)
-	require.NoError(t, e.repo.SetSyncState(c, "crm", owner, baseState(t)))
+	require.NoError(t, e.repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: owner, ConnectorName: "crm"}, baseState(t)))
 	for _, id := range []string{"leased", "done"} {
 		in := opInput("caller-"+owner, id)
 		in.OwnerDID = owner
@@ -80,19 +80,29 @@ func TestTenantIsolation(t *testing.T) {
 		recB := receipt("p2")
 		recB.OwnerDID = "B"
 		cases := map[string]func() error{
-			"get sync state": func() error { _, err := a.GetSyncState(c, "crm", "B"); return err },
-			"set sync state": func() error { return a.SetSyncState(c, "crm", "B", baseState(t)) },
+			"get sync state": func() error {
+				_, err := a.GetSyncState(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"})
+				return err
+			},
+			"set sync state": func() error {
+				return a.SetSyncState(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}, baseState(t))
+			},
 			"update progress": func() error {
 				return a.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "B", Recompute: recomp})
 			},
-			"delete sync state": func() error { return notChanged(a.DeleteSyncState(c, "crm", "B")) },
-			"record operation":  func() error { _, _, err := a.RecordOperation(c, inB); return err },
-			"get operation":     func() error { _, err := a.GetOperation(c, "caller-B", "leased"); return err },
-			"heartbeat":         func() error { _, err := a.HeartbeatOperation(c, fenceB, time.Hour); return err },
-			"release":           func() error { _, err := a.ReleaseOperation(c, fenceB); return err },
-			"commit":            func() error { _, err := a.CommitOperation(c, repository.CommitParams{Fence: fenceB}); return err },
-			"dead":              func() error { _, err := a.MarkOperationDead(c, fenceB); return err },
-			"reconcile-only":    func() error { _, err := a.MarkOperationReconcileOnly(c, fenceB); return err },
+			"delete sync state": func() error {
+				return notChanged(a.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}))
+			},
+			"record operation": func() error { _, _, err := a.RecordOperation(c, inB); return err },
+			"get operation": func() error {
+				_, err := a.GetOperation(c, repository.OperationKey{CallerDID: "caller-B", OperationID: "leased"})
+				return err
+			},
+			"heartbeat":      func() error { _, err := a.HeartbeatOperation(c, fenceB, time.Hour); return err },
+			"release":        func() error { _, err := a.ReleaseOperation(c, fenceB); return err },
+			"commit":         func() error { _, err := a.CommitOperation(c, repository.CommitParams{Fence: fenceB}); return err },
+			"dead":           func() error { _, err := a.MarkOperationDead(c, fenceB); return err },
+			"reconcile-only": func() error { _, err := a.MarkOperationReconcileOnly(c, fenceB); return err },
 			"failure": func() error {
 				_, err := a.RecordOperationFailure(c, repository.FailureParams{Fence: fenceB, Kind: "http"})
 				return err
@@ -151,7 +161,7 @@ func TestTenantIsolation(t *testing.T) {
 		listed, err := a.ListOperationsByOwner(c, repository.ListOperationsParams{OwnerDID: "B", Limit: 10})
 		require.NoError(t, err)
 		require.Empty(t, listed)
-		receipts, err := a.ListSweepReceipts(c, "B", "crm")
+		receipts, err := a.ListSweepReceipts(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"})
 		require.NoError(t, err)
 		require.Empty(t, receipts)
 		candidates, err := a.ListSweepCandidates(c, repository.ListCandidatesParams{OwnerDID: "B", ConnectorName: "crm", Limit: 10})

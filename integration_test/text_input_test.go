@@ -51,10 +51,10 @@ func TestUnstorableTextRefused(t *testing.T) {
 				"RecordOperation key":            errOf3(r.RecordOperation(c, badKey)),
 				"RecordOperations field":         errOf(r.RecordOperations(c, []repository.OperationInput{good, badOp})),
 				"RecordOperations key":           errOf(r.RecordOperations(c, []repository.OperationInput{good, badKey})),
-				"GetOperation key":               errOf(r.GetOperation(c, bad, "x")),
-				"SetSyncState field":             r.SetSyncState(c, "crm", "owner", badState),
-				"SetSyncState error":             r.SetSyncState(c, "crm", "owner", badError),
-				"SetSyncState key":               r.SetSyncState(c, "crm", bad, baseState(t)),
+				"GetOperation key":               errOf(r.GetOperation(c, repository.OperationKey{CallerDID: bad, OperationID: "x"})),
+				"SetSyncState field":             r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}, badState),
+				"SetSyncState error":             r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}, badError),
+				"SetSyncState key":               r.SetSyncState(c, repository.ConnectorKey{OwnerDID: bad, ConnectorName: "crm"}, baseState(t)),
 				"UpdateSyncProgress result":      result(repository.SyncProgressResult{LastSyncedAt: bad}),
 				"UpdateSyncProgress result err":  result(repository.SyncProgressResult{LastSyncedAt: "t", Error: &bad}),
 				"CommitOperation etag":           errOf(r.CommitOperation(c, repository.CommitParams{Fence: fs[0], ProviderEtag: &etag})),
@@ -67,10 +67,10 @@ func TestUnstorableTextRefused(t *testing.T) {
 				"ClaimOperations owner (a read)": errOf(r.ClaimOperations(c, repository.ClaimParams{Limit: 1, LeaseFor: time.Minute, OwnerDID: bad})),
 			}
 			if name != "NUL" {
-				cases["SetSyncState JSON"] = r.SetSyncState(c, "crm", "owner", badDoc)
+				cases["SetSyncState JSON"] = r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}, badDoc)
 			} else {
-				require.NoError(t, r.SetSyncState(c, "crm", "escaped", badDoc), "escaped text is text")
-				require.NoError(t, r.DeleteSyncState(c, "crm", "escaped"))
+				require.NoError(t, r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "escaped", ConnectorName: "crm"}, badDoc), "escaped text is text")
+				require.NoError(t, r.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "escaped", ConnectorName: "crm"}))
 			}
 			for what, err := range cases {
 				require.ErrorIs(t, err, repository.ErrInvalidInput, "%s: %s", name, what)

@@ -40,7 +40,7 @@ func TestSpansAndCounters(t *testing.T) {
 	require.NoError(t, err)
 	ctx := context.Background()
 
-	require.NoError(t, repo.SetSyncState(ctx, "crm", "o", repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
+	require.NoError(t, repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
 	first := true
 	require.NoError(t, repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
 		Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {

@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = repo.GetSyncState(ctx, "crm", "did:example:alice")
+	_, err = repo.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"})
 	fmt.Println(errors.Is(err, repository.ErrNotFound))
 	// Output: true
 }
@@ -70,7 +70,7 @@ func ExampleRepository_UpdateSyncProgress() {
 			panic(err)
 		}
 	}
-	st, err := repo.GetSyncState(ctx, "crm", "did:example:alice")
+	st, err := repo.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"})
 	if err != nil {
 		panic(err)
 	}
@@ -153,7 +153,7 @@ func ExampleRepository_Transaction() {
 		if err := tx.Create(&appRecord{ID: 1, Note: "connected"}).Error; err != nil {
 			return err
 		}
-		if err := repo.SetSyncState(ctx, "crm", "did:example:alice", repository.SyncStateInput{
+		if err := repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"}, repository.SyncStateInput{
 			LastSyncedAt: "never", Status: models.SyncStatusIdle}); err != nil {
 			return err
 		}
@@ -161,7 +161,7 @@ func ExampleRepository_Transaction() {
 	})
 	var n int64
 	db.Model(&appRecord{}).Count(&n)
-	_, getErr := repo.GetSyncState(ctx, "crm", "did:example:alice")
+	_, getErr := repo.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"})
 	fmt.Println(err, n, errors.Is(getErr, repository.ErrNotFound))
 	// Output: the app changed its mind 0 true
 }
@@ -180,13 +180,14 @@ func ExampleRepository_WithTx() {
 		if err := tx.Create(&appRecord{ID: 1, Note: "connected"}).Error; err != nil {
 			return err
 		}
-		return repo.WithTx(tx).SetSyncState(ctx, "crm", "did:example:alice", repository.SyncStateInput{
+		return repo.WithTx(tx).SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"}, repository.SyncStateInput{
 			LastSyncedAt: "never", Status: models.SyncStatusIdle})
+
 	})
 	if err != nil {
 		panic(err)
 	}
-	st, err := repo.GetSyncState(ctx, "crm", "did:example:alice")
+	st, err := repo.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"})
 	if err != nil {
 		panic(err)
 	}
@@ -202,7 +203,7 @@ func ExampleRepository_WithScopes() {
 	ctx := context.Background()
 	state := repository.SyncStateInput{LastSyncedAt: "never", Status: models.SyncStatusIdle}
 	for _, owner := range []string{"did:example:alice", "did:example:bob"} {
-		if err := repo.SetSyncState(ctx, "crm", owner, state); err != nil {
+		if err := repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: owner, ConnectorName: "crm"}, state); err != nil {
 			panic(err)
 		}
 	}
@@ -215,8 +216,8 @@ func ExampleRepository_WithScopes() {
 	if err != nil {
 		panic(err)
 	}
-	_, getErr := alice.GetSyncState(ctx, "crm", "did:example:bob")
-	setErr := alice.SetSyncState(ctx, "crm", "did:example:carol", state)
+	_, getErr := alice.GetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:bob", ConnectorName: "crm"})
+	setErr := alice.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "did:example:carol", ConnectorName: "crm"}, state)
 	fmt.Println(len(rows), rows[0].OwnerDID, errors.Is(getErr, repository.ErrNotFound), errors.Is(setErr, repository.ErrOutOfScope))
 	// Output: 1 did:example:alice true true
 }
@@ -314,7 +315,7 @@ func ExampleRepository_CollectFinishedOperations() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = repo.GetOperation(ctx, "did:example:alice", "op-1")
+	_, err = repo.GetOperation(ctx, repository.OperationKey{CallerDID: "did:example:alice", OperationID: "op-1"})
 	fmt.Println(n, errors.Is(err, repository.ErrNotFound))
 	// Output: 1 true
 }

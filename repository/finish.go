@@ -138,7 +138,7 @@ func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams
 	if err := validateFailure(p); err != nil {
 		return nil, err
 	}
-	cur, err := r.GetOperation(ctx, p.CallerDID, p.OperationID)
+	cur, err := r.GetOperation(ctx, OperationKey{CallerDID: p.CallerDID, OperationID: p.OperationID})
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}

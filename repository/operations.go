@@ -87,7 +87,7 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if tx.RowsAffected > 0 {
 		return row, true, nil
 	}
-	existing, err := r.GetOperation(ctx, in.CallerDID, in.OperationID)
+	existing, err := r.GetOperation(ctx, OperationKey{CallerDID: in.CallerDID, OperationID: in.OperationID})
 	if err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
@@ -211,14 +211,14 @@ func (r *Repository) RecordOperations(ctx context.Context, ins []OperationInput)
 }
 
 // GetOperation returns one operation, or ErrNotFound.
-func (r *Repository) GetOperation(ctx context.Context, caller, operationID string) (_ *models.Operation, err error) {
+func (r *Repository) GetOperation(ctx context.Context, k OperationKey) (_ *models.Operation, err error) {
 	ctx, end := r.start(ctx, "GetOperation")
 	defer end(&err)
-	if err := requireKeys("caller", caller, "operation id", operationID); err != nil {
+	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}
-	return takeOne[models.Operation](ctx, r, "operation", caller+"/"+operationID, func(db *gorm.DB) *gorm.DB {
-		return db.Scopes(scopes.Caller(caller), scopes.Eq("operation_id", operationID))
+	return takeOne[models.Operation](ctx, r, "operation", k, func(db *gorm.DB) *gorm.DB {
+		return db.Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID))
 	})
 }
 

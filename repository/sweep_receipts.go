@@ -199,9 +199,10 @@ func validateReceipt(rec RelistReceipt, candidates []CandidateInput) error {
 
 // ListSweepReceipts returns the uncommitted receipts of a connector and
 // owner, oldest first.
-func (r *Repository) ListSweepReceipts(ctx context.Context, owner, connector string) (_ []models.SweepReceipt, err error) {
+func (r *Repository) ListSweepReceipts(ctx context.Context, k ConnectorKey) (_ []models.SweepReceipt, err error) {
 	ctx, end := r.start(ctx, "ListSweepReceipts")
 	defer end(&err)
+	owner, connector := k.OwnerDID, k.ConnectorName
 	if err := requireKeys("owner", owner, "connector", connector); err != nil {
 		return nil, fmt.Errorf("list sweep receipts: %w", err)
 	}

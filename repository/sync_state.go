@@ -32,10 +32,28 @@ type SyncStateInput struct {
 	Recovery models.JSON
 }
 
-// GetSyncState returns the row for connector/owner, or ErrNotFound.
-func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) (_ *models.SyncState, err error) {
+// ConnectorKey names one connector of one owner: the key of a sync state,
+// and of the receipts ListSweepReceipts lists. Like every composite key of
+// the API it is a struct, owner first.
+type ConnectorKey struct {
+	// OwnerDID is the owner's DID, e.g. "did:key:z6MkOwner".
+	OwnerDID string
+	// ConnectorName names the connector, e.g. "hubspot".
+	ConnectorName string
+}
+
+// String names the key as owner/connector.
+func (k ConnectorKey) String() string { return k.OwnerDID + "/" + k.ConnectorName }
+
+func (k ConnectorKey) validate() error {
+	return requireKeys("owner", k.OwnerDID, "connector", k.ConnectorName)
+}
+
+// GetSyncState returns the row for k, or ErrNotFound.
+func (r *Repository) GetSyncState(ctx context.Context, k ConnectorKey) (_ *models.SyncState, err error) {
 	ctx, end := r.start(ctx, "GetSyncState")
 	defer end(&err)
+	connector, owner := k.ConnectorName, k.OwnerDID
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return nil, fmt.Errorf("get sync state: %w", err)
 	}
@@ -48,9 +66,10 @@ func (r *Repository) GetSyncState(ctx context.Context, connector, owner string) 
 // incarnation (via the hooks plugin) with lease_expires_at NULL; a
 // conflicting update leaves version, incarnation and lease_expires_at
 // untouched. This is not the CAS write: it neither checks nor bumps version.
-func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, in SyncStateInput) (err error) {
+func (r *Repository) SetSyncState(ctx context.Context, k ConnectorKey, in SyncStateInput) (err error) {
 	ctx, end := r.start(ctx, "SetSyncState")
 	defer end(&err)
+	connector, owner := k.ConnectorName, k.OwnerDID
 	defer r.forgetProgress(connector, owner) // its version moves: the next CAS would only miss
 	if err := validateSyncStateInput(connector, owner, in); err != nil {
 		return fmt.Errorf("set sync state: %w", err)
@@ -78,9 +97,10 @@ func (r *Repository) SetSyncState(ctx context.Context, connector, owner string, 
 }
 
 // DeleteSyncState deletes the row; deleting a missing row is not an error.
-func (r *Repository) DeleteSyncState(ctx context.Context, connector, owner string) (err error) {
+func (r *Repository) DeleteSyncState(ctx context.Context, k ConnectorKey) (err error) {
 	ctx, end := r.start(ctx, "DeleteSyncState")
 	defer end(&err)
+	connector, owner := k.ConnectorName, k.OwnerDID
 	defer r.forgetProgress(connector, owner)
 	if err := requireKeys("connector", connector, "owner", owner); err != nil {
 		return fmt.Errorf("delete sync state: %w", err)

@@ -211,7 +211,7 @@ func TestOps(t *testing.T) {
 		held := claimed[1].OperationID
 		fails(t, 1, "live lease", nil, "-dsn", d.dsn, "ops", "cancel", "did:key:caller", held)
 		require.Contains(t, ok(t, d.dsn, "ops", "cancel", "did:key:caller", held, "-force"), "cancelled")
-		op, err := d.repo.GetOperation(t.Context(), "did:key:caller", held)
+		op, err := d.repo.GetOperation(t.Context(), repository.OperationKey{CallerDID: "did:key:caller", OperationID: held})
 		require.NoError(t, err)
 		require.Equal(t, models.OperationDead, op.State)
 		require.Equal(t, repository.CancelledKind, *op.LastKind)
@@ -220,7 +220,7 @@ func TestOps(t *testing.T) {
 
 func TestSyncAndMaintenance(t *testing.T) {
 	forEachDB(t, func(t *testing.T, d database) {
-		require.NoError(t, d.repo.SetSyncState(t.Context(), "crm", "did:key:owner", repository.SyncStateInput{
+		require.NoError(t, d.repo.SetSyncState(t.Context(), repository.ConnectorKey{OwnerDID: "did:key:owner", ConnectorName: "crm"}, repository.SyncStateInput{
 			LastSyncedAt: "2026-12-01", EntityCount: 12, Status: models.SyncStatusSyncing}))
 		fails(t, 2, "needs -connector", nil, "-dsn", d.dsn, "sync", "list")
 		require.Regexp(t, `crm\s+did:key:owner\s+syncing\s+12`, ok(t, d.dsn, "sync", "list", "-connector", "crm"))
