@@ -25,3 +25,11 @@ func (c *Clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // Set moves the clock to t.
 func (c *Clock) Set(t time.Time) { c.ms.Store(t.UnixMilli()) }
+
+// Millis reads the clock in epoch milliseconds, the unit the store's
+// time columns hold.
+func (c *Clock) Millis() int64 { return c.ms.Load() }
+
+// At is the clock's time plus offset: a cutoff or deadline relative to
+// now.
+func (c *Clock) At(offset time.Duration) time.Time { return c.Now().Add(offset) }

@@ -90,3 +90,25 @@ func TestClockAndIDs(t *testing.T) {
 	require.Len(t, again, 1, "the lease ran out on the manual clock")
 	require.NotEqual(t, *claimed[0].LeaseToken, *again[0].LeaseToken)
 }
+
+// OpenSQLite serves code without a testing.TB: a migrated store on the
+// file, on the given clock, reopenable after Close with its rows kept.
+func TestOpenSQLite(t *testing.T) {
+	path := t.TempDir() + "/open.db"
+	clock := connstoretest.NewClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	s, err := connstoretest.OpenSQLite(path, connstoretest.Options{Clock: clock})
+	require.NoError(t, err)
+	op, _, err := s.Repo.RecordOperation(t.Context(), inputFor("a"))
+	require.NoError(t, err)
+	require.Equal(t, clock.Millis(), op.CreatedAt)
+	require.NoError(t, s.Close())
+
+	again, err := connstoretest.OpenSQLite(path, connstoretest.Options{})
+	require.NoError(t, err)
+	defer again.Close()
+	_, err = again.Repo.GetOperation(t.Context(), repository.OperationKey{CallerDID: op.CallerDID, OperationID: "a"})
+	require.NoError(t, err)
+
+	_, err = connstoretest.OpenSQLite(t.TempDir()+"/missing-dir/x.db", connstoretest.Options{})
+	require.Error(t, err)
+}

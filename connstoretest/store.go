@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -142,15 +143,52 @@ func build(t testing.TB, db *gorm.DB, opts Options) *Store {
 		t.Fatalf("connstoretest: %v", err)
 	}
 	t.Cleanup(func() { _ = raw.Close() })
-	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: opts.IDs.Next})); err != nil {
-		t.Fatalf("connstoretest: install the lock plugin: %v", err)
-	}
-	if err := migrations.Migrate(context.Background(), db); err != nil {
-		t.Fatalf("connstoretest: migrate: %v", err)
-	}
-	repo, err := repository.New(db, opts.Repository)
+	s, err := assemble(db, opts)
 	if err != nil {
 		t.Fatalf("connstoretest: %v", err)
 	}
-	return &Store{DB: db, Repo: repo, Clock: opts.Clock, IDs: opts.IDs}
+	return s
+}
+
+// OpenSQLite is SQLite for code without a testing.TB (Examples, small
+// programs): a Store on the SQLite file at path, created if missing. Close
+// its handle when done (Store.Close).
+func OpenSQLite(path string, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	db, err := sqliteconn.Open(path, sqliteconn.Options{Config: opts.Gorm})
+	if err != nil {
+		return nil, fmt.Errorf("connstoretest: %w", err)
+	}
+	s, err := assemble(db, opts)
+	if err != nil {
+		if raw, rawErr := db.DB(); rawErr == nil {
+			_ = raw.Close()
+		}
+		return nil, fmt.Errorf("connstoretest: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the store's handle.
+func (s *Store) Close() error {
+	raw, err := s.DB.DB()
+	if err != nil {
+		return err
+	}
+	return raw.Close()
+}
+
+// assemble installs the plugin, migrates and makes the repository.
+func assemble(db *gorm.DB, opts Options) (*Store, error) {
+	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: opts.IDs.Next})); err != nil {
+		return nil, fmt.Errorf("install the lock plugin: %w", err)
+	}
+	if err := migrations.Migrate(context.Background(), db); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	repo, err := repository.New(db, opts.Repository)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{DB: db, Repo: repo, Clock: opts.Clock, IDs: opts.IDs}, nil
 }

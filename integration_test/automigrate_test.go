@@ -60,7 +60,9 @@ func indexes(t *testing.T, kind string, db *gorm.DB) []string {
 	t.Helper()
 	q := `SELECT indexname || ':' || substring(indexdef from '\((.*)\)') FROM pg_indexes
 		WHERE schemaname = current_schema() AND tablename LIKE 'kubun_connector_%'
-			AND tablename <> 'kubun_connector_migrations' ORDER BY 1`
+			AND tablename <> 'kubun_connector_migrations'
+			AND NOT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = schemaname AND c.relname = tablename AND c.relispartition) ORDER BY 1`
 	if kind == sqlitekind {
 		q = `SELECT m.name || ':' || (SELECT group_concat(COALESCE(name, '(expression)'), ', ') FROM
 				(SELECT name FROM pragma_index_info(m.name) ORDER BY seqno))

@@ -47,7 +47,7 @@ func TestClaimReadsOnlyItsLimit(t *testing.T) {
 			'attempted', 0, CASE WHEN g % 10 = 0 THEN NULL ELSE g END, 0, 'i', 1, 1
 		FROM generate_series(1, 20000) g`).Error)
 	repo, rec := recordingRepo(t, e)
-	e.clock.ms.Store(1_000_000)
+	e.clock.Set(time.UnixMilli(1_000_000))
 	ops, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, ops, 10)

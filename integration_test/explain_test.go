@@ -126,7 +126,7 @@ func TestExplainClaimAndDueUseIndexes(t *testing.T) {
 	e := setup(t, pgKind)
 	seedLargePostgres(t, e.db)
 	repo, rec := recordingRepo(t, e)
-	e.clock.ms.Store(50000)
+	e.clock.Set(time.UnixMilli(50000))
 
 	ops, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
@@ -162,7 +162,7 @@ func TestExplainRetentionAndCandidatesUseIndexes(t *testing.T) {
 		FROM generate_series(1, 120000) g`).Error)
 	require.NoError(t, e.db.Exec(`ANALYZE kubun_connector_sweep_candidate`).Error)
 	repo, rec := recordingRepo(t, e)
-	e.clock.ms.Store(3000000)
+	e.clock.Set(time.UnixMilli(3000000))
 
 	n, err := repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: time.UnixMilli(2050000), Limit: 100})
 	require.NoError(t, err)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,31 +31,67 @@ const (
 
 // env is one test's database, repository and injected clock and ids.
 type env struct {
-	kind  string
-	dsn   string // the database's DSN, for a second handle on it
-	db    *gorm.DB
-	repo  *repository.Repository
-	clock *fakeClock
-	ids   *seqIDs
+	kind string
+	// partitioned is set on the PostgreSQL leg whose tables are
+	// hash-partitioned (migrations.PartitionedLayout).
+	partitioned bool
+	dsn         string // the database's DSN, for a second handle on it
+	db          *gorm.DB
+	repo        *repository.Repository
+	clock       *fakeClock
+	ids         *seqIDs
 }
 
 // forEachDB runs fn as a parallel subtest on PostgreSQL and on SQLite, each
 // with a freshly migrated database of its own.
+//
+// A third leg, postgres-partitioned, runs fn on PostgreSQL with every
+// table hash-partitioned (migrations.PartitionedLayout): the README's
+// partitioning recipe under every test that uses forEachDB.
 func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, kind := range []string{pgKind, sqlitekind} {
-		t.Run(kind, func(t *testing.T) {
+	for _, leg := range []string{pgKind, sqlitekind, partitionedLeg} {
+		t.Run(leg, func(t *testing.T) {
 			t.Parallel()
-			fn(t, setup(t, kind))
+			if leg == partitionedLeg {
+				fn(t, setupPartitioned(t))
+				return
+			}
+			fn(t, setup(t, leg))
 		})
 	}
 }
 
+// partitionedLeg names forEachDB's partitioned PostgreSQL subtests.
+const partitionedLeg = "postgres-partitioned"
+
 func setup(t testing.TB, kind string) *env {
+	t.Helper()
+	return setupWith(t, kind, nil)
+}
+
+// setupPartitioned is setup on PostgreSQL with the tables created
+// hash-partitioned before the migrations adopt them.
+func setupPartitioned(t testing.TB) *env {
+	t.Helper()
+	e := setupWith(t, pgKind, func(db *gorm.DB) {
+		for _, stmt := range migrations.PartitionedLayout(4) {
+			require.NoError(t, db.Exec(stmt).Error)
+		}
+	})
+	e.partitioned = true
+	return e
+}
+
+// setupWith is setup with before run on the empty database first.
+func setupWith(t testing.TB, kind string, before func(*gorm.DB)) *env {
 	t.Helper()
 	dsn := newDSN(t, kind)
 	db := openDSN(t, kind, dsn)
-	e := &env{kind: kind, dsn: dsn, db: db, clock: newFakeClock(), ids: &seqIDs{prefix: "id"}}
+	if before != nil {
+		before(db)
+	}
+	e := &env{kind: kind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
 	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
 	require.NoError(t, migrations.Migrate(context.Background(), db))
 	repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
@@ -179,27 +213,16 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// fakeClock is a settable clock in whole milliseconds.
-type fakeClock struct{ ms atomic.Int64 }
+// fakeClock and seqIDs are connstoretest's manual clock and id source,
+// starting at 2026-01-01 UTC and "prefix-1".
+type (
+	fakeClock = connstoretest.Clock
+	seqIDs    = connstoretest.IDs
+)
 
 func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ms.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
-	return c
+	return connstoretest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
-
-func (c *fakeClock) Now() time.Time                    { return time.UnixMilli(c.ms.Load()).UTC() }
-func (c *fakeClock) Millis() int64                     { return c.ms.Load() }
-func (c *fakeClock) Advance(d time.Duration)           { c.ms.Add(d.Milliseconds()) }
-func (c *fakeClock) At(offset time.Duration) time.Time { return c.Now().Add(offset) }
-
-// seqIDs hands out deterministic ids: prefix-1, prefix-2, ...
-type seqIDs struct {
-	prefix string
-	n      atomic.Int64
-}
-
-func (s *seqIDs) Next() string { return fmt.Sprintf("%s-%d", s.prefix, s.n.Add(1)) }
 
 // ctx is the test's context.
 func ctx(t *testing.T) context.Context { return t.Context() }

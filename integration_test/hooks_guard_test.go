@@ -1,6 +1,7 @@
 package integrationtest
 
 import (
+	"github.com/connstore/connstore/connstoretest"
 	"testing"
 
 	"github.com/connstore/connstore/hooks"
@@ -38,7 +39,7 @@ func secondInstance(t *testing.T, e *env, cfg hooks.Config) *gorm.DB {
 	t.Helper()
 	db := openDSN(t, e.kind, e.dsn)
 	if cfg.NewIDFunc == nil {
-		cfg.NewIDFunc = (&seqIDs{prefix: "b"}).Next
+		cfg.NewIDFunc = connstoretest.NewIDs("b").Next
 	}
 	require.NoError(t, db.Use(hooks.New(cfg)))
 	return db

@@ -12,7 +12,7 @@ import (
 func skewedRepo(t *testing.T, e *env, ahead time.Duration, clock repository.LeaseClock) (*repository.Repository, *repository.Repository) {
 	t.Helper()
 	fast := newFakeClock()
-	fast.ms.Store(e.clock.Millis() + ahead.Milliseconds())
+	fast.Set(e.clock.At(ahead))
 	mk := func(now func() time.Time) *repository.Repository {
 		r, err := repository.New(e.db, repository.Options{NowFunc: now, NewIDFunc: e.ids.Next, LeaseClock: clock})
 		require.NoError(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connstore/connstore/connstoretest"
 	"net/url"
 	"os"
 	"sync"
@@ -202,7 +203,7 @@ func (w *workloadTally) fail(what string, err error) {
 func runBouncedWorkload(t *testing.T, dsn string) {
 	const workers, rounds = 12, 12
 	clock := newFakeClock()
-	ids := &seqIDs{prefix: "id"}
+	ids := connstoretest.NewIDs("id")
 	db := openDSN(t, pgKind, dsn)
 	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: ids.Next})))
 

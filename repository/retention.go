@@ -170,7 +170,7 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 		}
 		columns := judgedColumns
 		if r.isPostgres() {
-			columns += ", ctid"
+			columns += ", tableoid, ctid"
 		}
 		return q.Select(columns).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
 	}
@@ -180,23 +180,34 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// per row of the table however lagging its statistics (one that did
 	// joined the whole table against it). A row changed by another writer
 	// meanwhile has moved and is left alone, to be judged again next pass.
-	key, pick := "(caller_did, operation_id) IN (?)", "o.caller_did, o.operation_id"
-	if r.isPostgres() {
-		key, pick = "ctid = ANY(ARRAY(?))", "o.ctid"
+	// A physical id is only unique within one heap: on a partitioned journal
+	// every partition has a row (0,1), so the table's oid must match too.
+	// The ids drive the scan; the (oid, id) pairs filter what it finds.
+	picked := func(where string, limit int) (string, []any) {
+		sel := func(pick string) *gorm.DB {
+			q := r.base(ctx).Table("(?) AS o", window()).Select(pick).Where(where)
+			if limit > 0 {
+				q = q.Order("o.updated_at, o.caller_did, o.operation_id").Limit(limit)
+			}
+			return q
+		}
+		if r.isPostgres() {
+			return "ctid = ANY(ARRAY(?)) AND (tableoid, ctid) IN (?)", []any{sel("o.ctid"), sel("o.tableoid, o.ctid")}
+		}
+		return "(caller_did, operation_id) IN (?)", []any{sel("o.caller_did, o.operation_id")}
 	}
-	candidates := r.base(ctx).Table("(?) AS o", window()).Select(pick).
-		Where(collectableInWindowSQL).Order("o.updated_at, o.caller_did, o.operation_id").Limit(p.Limit)
+	key, candidates := picked(collectableInWindowSQL, p.Limit)
 	var gone []models.Operation
 	tx := r.conn(ctx).Clauses(clause.Returning{Columns: []clause.Column{{Name: "caller_did"}}}).
-		Where(key, candidates).Where(recheckSQL, args).Delete(&gone)
+		Where(key, candidates...).Where(recheckSQL, args).Delete(&gone)
 	if tx.Error != nil {
 		return 0, tx.Error
 	}
 	// The window again, after the delete: every row in it the keep rules
 	// keep is held, so the next pass's window begins after it. Rows the
 	// rules would collect but the limit left stay unheld, first in line.
-	kept := r.base(ctx).Table("(?) AS o", window()).Select(pick).Where(keptInWindowSQL)
-	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).Where(key, kept).UpdateColumn("retention_hold", 1).Error
+	key, kept := picked(keptInWindowSQL, 0)
+	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).Where(key, kept...).UpdateColumn("retention_hold", 1).Error
 	if err != nil {
 		return 0, err
 	}
