@@ -241,3 +241,32 @@ func countPrefix(stmts []string, prefix string) int {
 	}
 	return n
 }
+
+// TestBatchAndSingleRefuseAlike: a write refused on the single path and the
+// same write refused inside a batch say the same thing (action, reason,
+// state): one definition per lease-holder write serves both paths.
+func TestBatchAndSingleRefuseAlike(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		recordOp(t, e, "caller", "a")
+		op := claim(t, e, 1, time.Minute)[0]
+		stale := repository.FenceOf(&op)
+		stale.LeaseToken = "not-the-token"
+		for _, state := range []string{models.OperationDead, models.OperationReconcileOnly} {
+			var single *repository.LeaseLostError
+			if state == models.OperationDead {
+				_, err := e.repo.MarkOperationDead(ctx(t), stale)
+				require.ErrorAs(t, err, &single)
+			} else {
+				_, err := e.repo.MarkOperationReconcileOnly(ctx(t), stale)
+				require.ErrorAs(t, err, &single)
+			}
+			out, err := e.repo.FinishOperations(ctx(t), []repository.Fence{stale}, state)
+			require.NoError(t, err)
+			var batched *repository.LeaseLostError
+			require.ErrorAs(t, out[0].Err, &batched)
+			require.Equal(t, single, batched, state)
+			require.Equal(t, single.Error(), batched.Error())
+		}
+	})
+}

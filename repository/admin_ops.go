@@ -7,7 +7,6 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -129,9 +128,7 @@ func (r *Repository) operatorWrite(ctx context.Context, action string, k Operati
 		if len(rows) == 1 {
 			return &rows[0], nil
 		}
-		op, err := takeOne[models.Operation](ctx, r, "operation", k, func(db *gorm.DB) *gorm.DB {
-			return db.Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID))
-		})
+		op, err := r.getOperation(ctx, k)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", action, err)
 		}

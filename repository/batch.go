@@ -106,7 +106,7 @@ func (r *Repository) FinishOperations(ctx context.Context, fs []Fence, state str
 	}
 	ws := make([]fencedWrite, len(fs))
 	for i, f := range fs {
-		ws[i] = finishWrite("finish", f, state)
+		ws[i] = finishWrite(f, state)
 	}
 	return r.batchFenced(ctx, "finish operations", ws)
 }

@@ -119,10 +119,7 @@ func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (_ *Due
 	defer end(&err)
 	work := &DueWork{}
 	var diverged []models.ProjectionWatch
-	for it, err := range r.IterDue(ctx, p) {
-		if err != nil {
-			return nil, err
-		}
+	err = r.eachDue(ctx, p, func(it DueItem) error {
 		switch it.Kind {
 		case DueRedrive:
 			work.Operations = append(work.Operations, *it.Operation)
@@ -131,6 +128,10 @@ func (r *Repository) ListDueOperations(ctx context.Context, p DueParams) (_ *Due
 		case DueDiverged:
 			diverged = append(diverged, *it.Watch)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	work.Watches = append(work.Watches, diverged...)
 	return work, nil

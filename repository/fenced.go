@@ -87,7 +87,7 @@ func (r *Repository) prepare(w *fencedWrite) {
 // The read comes after the refusal, so it may show a later state; a replay
 // is still exact, since only this fence's own write records its token.
 func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
-	op, err := r.GetOperation(ctx, OperationKey{CallerDID: w.fence.CallerDID, OperationID: w.fence.OperationID})
+	op, err := r.getOperation(ctx, OperationKey{CallerDID: w.fence.CallerDID, OperationID: w.fence.OperationID})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}

@@ -90,7 +90,7 @@ func commitWrite(p CommitParams) (fencedWrite, error) {
 func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationDead")
 	defer end(&err)
-	return r.finish(ctx, "mark dead", f, models.OperationDead)
+	return r.fencedUpdate(ctx, finishWrite(f, models.OperationDead))
 }
 
 // MarkOperationReconcileOnly ends re-drives; only reconciliation may touch
@@ -98,16 +98,19 @@ func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedW
 func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationReconcileOnly")
 	defer end(&err)
-	return r.finish(ctx, "mark reconcile-only", f, models.OperationReconcileOnly)
+	return r.fencedUpdate(ctx, finishWrite(f, models.OperationReconcileOnly))
 }
 
-func (r *Repository) finish(ctx context.Context, action string, f Fence, state string) (*FencedWrite, error) {
-	return r.fencedUpdate(ctx, finishWrite(action, f, state))
+// finishActions name the write that ends an operation in each state, the
+// same on the single and the batched path (refusals and events say it).
+var finishActions = map[string]string{
+	models.OperationDead:          "mark dead",
+	models.OperationReconcileOnly: "mark reconcile-only",
 }
 
 // finishWrite is the fenced write that ends an operation in state.
-func finishWrite(action string, f Fence, state string) fencedWrite {
-	return fencedWrite{action: action, fence: f, ends: true,
+func finishWrite(f Fence, state string) fencedWrite {
+	return fencedWrite{action: finishActions[state], fence: f, ends: true,
 		set:      map[string]any{"state": state, "next_attempt_at": nil},
 		replayed: func(op *models.Operation) bool { return op.State == state }}
 }
@@ -138,7 +141,7 @@ func (r *Repository) RecordOperationFailure(ctx context.Context, p FailureParams
 	if err := validateFailure(p); err != nil {
 		return nil, err
 	}
-	cur, err := r.GetOperation(ctx, OperationKey{CallerDID: p.CallerDID, OperationID: p.OperationID})
+	cur, err := r.getOperation(ctx, OperationKey{CallerDID: p.CallerDID, OperationID: p.OperationID})
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}

@@ -87,7 +87,7 @@ func (r *Repository) RecordOperation(ctx context.Context, in OperationInput) (op
 	if tx.RowsAffected > 0 {
 		return row, true, nil
 	}
-	existing, err := r.GetOperation(ctx, OperationKey{CallerDID: in.CallerDID, OperationID: in.OperationID})
+	existing, err := r.getOperation(ctx, OperationKey{CallerDID: in.CallerDID, OperationID: in.OperationID})
 	if err != nil {
 		return nil, false, fmt.Errorf("record operation: %w", err)
 	}
@@ -217,6 +217,12 @@ func (r *Repository) GetOperation(ctx context.Context, k OperationKey) (_ *model
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get operation: %w", err)
 	}
+	return r.getOperation(ctx, k)
+}
+
+// getOperation reads one operation on the primary, for GetOperation and
+// for the calls that explain or return a row (without a nested span).
+func (r *Repository) getOperation(ctx context.Context, k OperationKey) (*models.Operation, error) {
 	return takeOne[models.Operation](ctx, r, "operation", k, func(db *gorm.DB) *gorm.DB {
 		return db.Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID))
 	})

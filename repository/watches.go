@@ -87,7 +87,7 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (_ *models.
 	if err != nil {
 		return nil, fmt.Errorf("arm watch: %w", err)
 	}
-	return r.GetWatch(ctx, p.WatchKey)
+	return r.getWatch(ctx, p.WatchKey)
 }
 
 // GetWatch returns one watch, or ErrNotFound.
@@ -97,6 +97,12 @@ func (r *Repository) GetWatch(ctx context.Context, k WatchKey) (_ *models.Projec
 	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get watch: %w", err)
 	}
+	return r.getWatch(ctx, k)
+}
+
+// getWatch reads one watch on the primary, for GetWatch and for the calls
+// that return the row they wrote (without a nested GetWatch span).
+func (r *Repository) getWatch(ctx context.Context, k WatchKey) (*models.ProjectionWatch, error) {
 	return takeOne[models.ProjectionWatch](ctx, r, "watch", k, k.scope)
 }
 
@@ -134,7 +140,7 @@ func (r *Repository) RecordVerification(ctx context.Context, p VerificationParam
 	if err := r.conn(ctx).Model(p.Watch).Updates(set).Error; err != nil {
 		return nil, fmt.Errorf("record verification %s: %w", KeyOf(p.Watch), err)
 	}
-	return r.GetWatch(ctx, KeyOf(p.Watch))
+	return r.getWatch(ctx, KeyOf(p.Watch))
 }
 
 func verificationSet(p VerificationParams) (map[string]any, error) {
