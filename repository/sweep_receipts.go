@@ -203,7 +203,7 @@ func (r *Repository) ListSweepReceipts(ctx context.Context, k ConnectorKey) (_ [
 	ctx, end := r.start(ctx, "ListSweepReceipts")
 	defer end(&err)
 	owner, connector := k.OwnerDID, k.ConnectorName
-	if err := requireKeys("owner", owner, "connector", connector); err != nil {
+	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("list sweep receipts: %w", err)
 	}
 	var rows []models.SweepReceipt

@@ -54,7 +54,7 @@ func (r *Repository) GetSyncState(ctx context.Context, k ConnectorKey) (_ *model
 	ctx, end := r.start(ctx, "GetSyncState")
 	defer end(&err)
 	connector, owner := k.ConnectorName, k.OwnerDID
-	if err := requireKeys("connector", connector, "owner", owner); err != nil {
+	if err := k.validate(); err != nil {
 		return nil, fmt.Errorf("get sync state: %w", err)
 	}
 	return takeOne[models.SyncState](ctx, r, "sync state", connector+"/"+owner, func(db *gorm.DB) *gorm.DB {
@@ -102,7 +102,7 @@ func (r *Repository) DeleteSyncState(ctx context.Context, k ConnectorKey) (err e
 	defer end(&err)
 	connector, owner := k.ConnectorName, k.OwnerDID
 	defer r.forgetProgress(connector, owner)
-	if err := requireKeys("connector", connector, "owner", owner); err != nil {
+	if err := k.validate(); err != nil {
 		return fmt.Errorf("delete sync state: %w", err)
 	}
 	err = r.conn(ctx).Scopes(scopes.Connector(connector), scopes.Owner(owner)).
