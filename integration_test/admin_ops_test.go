@@ -267,7 +267,7 @@ func TestCountAndListOperations(t *testing.T) {
 
 		// Overdue listing: due for over a minute and unclaimed, paged.
 		var ids []string
-		var after *repository.OperationKey
+		var after *repository.ListCursor
 		for {
 			page, err := e.repo.ListOperationsByState(ctx(t), repository.ListByStateParams{Overdue: true, After: after, Limit: 2})
 			require.NoError(t, err)
@@ -277,7 +277,7 @@ func TestCountAndListOperations(t *testing.T) {
 			if len(page) < 2 {
 				break
 			}
-			after = &repository.OperationKey{CallerDID: page[1].CallerDID, OperationID: page[1].OperationID}
+			after = repository.CursorAfter(&page[1])
 		}
 		require.Equal(t, []string{"a3", "a4", "b1", "m1"}, ids)
 
@@ -319,7 +319,7 @@ func TestAdminCallsRefuseBadInput(t *testing.T) {
 				return err
 			},
 			"bad cursor": func() error {
-				_, err := e.repo.ListOperationsByState(ctx(t), repository.ListByStateParams{State: models.OperationDead, Limit: 1, After: &repository.OperationKey{}})
+				_, err := e.repo.ListOperationsByState(ctx(t), repository.ListByStateParams{State: models.OperationDead, Limit: 1, After: &repository.ListCursor{}})
 				return err
 			},
 			"cancel without id": func() error {

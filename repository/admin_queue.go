@@ -171,16 +171,41 @@ type ListByStateParams struct {
 	OverdueAfter time.Duration
 	// ConnectorName and OwnerDID narrow the listing; empty lists all.
 	ConnectorName, OwnerDID string
-	// After resumes after this key; nil starts at the first.
-	After *OperationKey
+	// After resumes after this row (CursorAfter of the previous page's
+	// last row); nil starts at the first.
+	After *ListCursor
 	// Limit is the page size; it must be positive.
 	Limit int
 }
 
-// ListOperationsByState returns up to Limit operations in one state, in
-// key order (caller, operation id) after After: a keyset page of the
-// state-led key index, so a page costs what it returns however long the
-// journal is. A short page is the last one. The key of the last row is the
+// ListCursor is where a ListOperationsByState page resumes: the last row's
+// key, and its due time for the overdue listing, which is in due order.
+type ListCursor struct {
+	OperationKey
+	// DueAt is the row's due time in epoch milliseconds (its next attempt
+	// time, or its record time when it has none); used only by Overdue.
+	DueAt int64
+}
+
+// CursorAfter returns the cursor just after op.
+func CursorAfter(op *models.Operation) *ListCursor {
+	due := op.CreatedAt
+	if op.NextAttemptAt != nil {
+		due = *op.NextAttemptAt
+	}
+	return &ListCursor{OperationKey: OperationKey{CallerDID: op.CallerDID, OperationID: op.OperationID}, DueAt: due}
+}
+
+// ListOperationsByState returns up to Limit operations in one state after
+// After: in key order (caller, operation id), a keyset page of the
+// state-led key index; the overdue listing in due order, longest waiting
+// first, a keyset page of the claim index. Either way a page costs what it
+// returns however long the journal is, whatever share of the queue is
+// overdue. Narrowed by owner or connector (or a scoped repository's
+// scopes), a page reads the state's rows in order until it fills: at most
+// the rows in that state, the queue's size, never the committed journal (an
+// index per owner would cost every write of the journal one more index
+// entry). A short page is the last one; CursorAfter of the last row is the
 // next page's After.
 func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStateParams) (_ []models.Operation, err error) {
 	ctx, end := r.start(ctx, "ListOperationsByState")
@@ -202,17 +227,45 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("list operations by state: %w", err)
 	}
-	var after []any
-	if p.After != nil {
-		after = []any{p.After.CallerDID, p.After.OperationID}
+	if !p.Overdue || !r.isPostgres() {
+		return r.listPage(ctx, p)
 	}
-	q := r.conn(ctx).Scopes(scopes.State(p.State), scopes.After([]string{"caller_did", "operation_id"}, after))
+	// The overdue page is one range of the claim index in its order; a
+	// planner without statistics would rather read the whole range and
+	// sort it (every overdue row, for a page of 50), as it would for a
+	// claim, and is told not to the same way.
+	var rows []models.Operation
+	err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}, {"enable_sort", "off"}},
+		func(tx *gorm.DB) error {
+			var err error
+			rows, err = r.WithTx(tx).listPage(ctx, p)
+			return err
+		})
+	return rows, err
+}
+
+// listPage reads one ListOperationsByState page (p validated).
+func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
+	q := r.conn(ctx).Scopes(scopes.State(p.State))
 	if p.Overdue {
 		overdue := p.OverdueAfter
 		if overdue == 0 {
 			overdue = DefaultOverdueAfter
 		}
-		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-overdue.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow()))
+		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-overdue.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
+			Order(dueAtSQL + ", caller_did, operation_id")
+		if p.After != nil {
+			// The bound on the due time alone is what the claim index
+			// serves; the row comparison settles ties.
+			q = q.Where(dueAtSQL+" >= ? AND ("+dueAtSQL+", caller_did, operation_id) > (?, ?, ?)",
+				p.After.DueAt, p.After.DueAt, p.After.CallerDID, p.After.OperationID)
+		}
+	} else {
+		var after []any
+		if p.After != nil {
+			after = []any{p.After.CallerDID, p.After.OperationID}
+		}
+		q = q.Scopes(scopes.After([]string{"caller_did", "operation_id"}, after))
 	}
 	var rows []models.Operation
 	if err := narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit).Find(&rows).Error; err != nil {

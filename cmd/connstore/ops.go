@@ -96,16 +96,25 @@ func opRow(op *models.Operation) []string {
 func opsList(ctx context.Context, c *cli) error {
 	p := repository.ListByStateParams{State: c.f.state, Overdue: c.f.overdue, OverdueAfter: c.f.overdueAfter,
 		ConnectorName: c.f.connector, OwnerDID: c.f.owner, Limit: c.f.limit}
+	var after *repository.OperationKey
 	if c.f.after != "" {
 		caller, op, ok := cutLast(c.f.after)
 		if !ok {
 			return fmt.Errorf("%w: -after %q is not CALLER/OPERATION", errUsage, c.f.after)
 		}
-		p.After = &repository.OperationKey{CallerDID: caller, OperationID: op}
+		after = &repository.OperationKey{CallerDID: caller, OperationID: op}
 	}
 	repo, err := c.repo()
 	if err != nil {
 		return err
+	}
+	if after != nil {
+		// The overdue listing resumes by due time too: the row says it.
+		last, err := repo.GetOperation(ctx, *after)
+		if err != nil {
+			return fmt.Errorf("-after: %w", err)
+		}
+		p.After = repository.CursorAfter(last)
 	}
 	ops, err := repo.ListOperationsByState(ctx, p)
 	if err != nil {
