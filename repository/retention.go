@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -52,18 +53,32 @@ func newerExists(column, states string) string {
 // failure). A newer commit is a newer finished row, so for a commit the
 // first two imply the last two, and for a dead row the first two hold by
 // themselves: each row needs only the two probes of its state's branch.
-var supersededSQL = `CASE WHEN o.state = 'committed'
-	THEN ` + newerExists("caller_did", "'committed'") + `
-		AND ` + newerExists("owner_did", "'committed'") + `
-	ELSE ` + newerExists("caller_did", "'committed', 'dead'") + `
-		AND ` + newerExists("owner_did", "'committed', 'dead'") + `
+var supersededSQL = `CASE WHEN o.state = ` + sqlStrings(models.OperationCommitted) + `
+	THEN ` + newerExists("caller_did", sqlStrings(models.OperationCommitted)) + `
+		AND ` + newerExists("owner_did", sqlStrings(models.OperationCommitted)) + `
+	ELSE ` + newerExists("caller_did", finishedStatesSQL) + `
+		AND ` + newerExists("owner_did", finishedStatesSQL) + `
 	END`
+
+// finishedStatesSQL lists the states retention collects, as SQL.
+var finishedStatesSQL = sqlStrings(models.OperationCommitted, models.OperationDead)
+
+// sqlStrings renders constants as a list of SQL string literals: the
+// predicates name states from the models constants, never as retyped text.
+// The values are the package's own constants, never input.
+func sqlStrings(values ...string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	return strings.Join(quoted, ", ")
+}
 
 // judgedSQL is the rows a pass judges: unheld finished rows written before
 // the cutoff with no live lease. Its first two terms are the predicate of
 // the partial index kubun_connector_operation_collect_idx, written as the
 // index writes them so both databases read the index in pass order.
-const judgedSQL = `retention_hold IS NULL AND state IN ('committed', 'dead') AND updated_at < @before
+var judgedSQL = `retention_hold IS NULL AND state IN (` + finishedStatesSQL + `) AND updated_at < @before
 	AND (lease_token IS NULL OR lease_expires_at < @now)`
 
 // judgedColumns are the columns the keep rules read from a judged row.
