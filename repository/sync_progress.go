@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
@@ -108,11 +110,24 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 const (
 	casReadSQL = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
 		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
-	casWriteSQL = `UPDATE kubun_connector_sync_state SET checkpoint = ?, last_synced_at = ?, entity_count = ?,
-		error = ?, recovery = ?, version = ? WHERE ` + casGuard
 	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
 		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?`
 )
+
+// casColumns are the columns a progress write sets, besides the version;
+// casValues gives res's values in the same order. Both forms of the write
+// (the fast statement and the scoped builder) are made from them, so they
+// cannot set different columns.
+var casColumns = []string{"checkpoint", "last_synced_at", "entity_count", "error", "recovery"}
+
+func casValues(res SyncProgressResult) []any {
+	return []any{res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery}
+}
+
+// casWriteSQL is the fast form of the write: SET every casColumns entry,
+// then the version, WHERE casGuard.
+var casWriteSQL = "UPDATE kubun_connector_sync_state SET " + strings.Join(casColumns, " = ?, ") +
+	" = ?, version = ? WHERE " + casGuard
 
 // casRow is what one CAS attempt reads.
 type casRow struct {
@@ -178,15 +193,15 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 	res SyncProgressResult, since uint64) (done bool, err error) {
 	guard := []any{p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery}
 	var tx *gorm.DB
+	values := append(casValues(res), cur.Version+1)
 	if len(r.scopes) == 0 {
-		tx = r.conn(ctx).Exec(casWriteSQL, append([]any{res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery,
-			cur.Version + 1}, guard...)...)
+		tx = r.conn(ctx).Exec(casWriteSQL, append(values, guard...)...)
 	} else {
-		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).Where(casGuard, guard...).
-			UpdateColumns(map[string]any{
-				"checkpoint": res.Checkpoint, "last_synced_at": res.LastSyncedAt, "entity_count": res.EntityCount,
-				"error": res.Error, "recovery": res.Recovery, "version": cur.Version + 1,
-			})
+		set := make(map[string]any, len(values))
+		for i, col := range slices.Concat(casColumns, []string{"version"}) {
+			set[col] = values[i]
+		}
+		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).Where(casGuard, guard...).UpdateColumns(set)
 	}
 	if tx.Error != nil || tx.RowsAffected != 1 {
 		return false, tx.Error
