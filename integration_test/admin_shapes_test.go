@@ -9,9 +9,16 @@ import (
 	"gorm.io/gorm"
 )
 
-// readsOf runs call in a transaction and returns the rows it read from the
-// operation table (the backend's pending counters, before and after).
+// readsOf runs call on e's repository in a transaction and returns the
+// rows it read from the operation table (the backend's pending counters,
+// before and after).
 func readsOf(t *testing.T, e *env, call func(repo *repository.Repository) error) int64 {
+	t.Helper()
+	return readsWith(t, e, e.repo, call)
+}
+
+// readsWith is readsOf on repo (a scoped repository, say).
+func readsWith(t *testing.T, e *env, repo *repository.Repository, call func(repo *repository.Repository) error) int64 {
 	t.Helper()
 	var read int64
 	require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
@@ -25,7 +32,7 @@ func readsOf(t *testing.T, e *env, call func(repo *repository.Repository) error)
 		if err != nil {
 			return err
 		}
-		if err := call(e.repo.WithTx(tx)); err != nil {
+		if err := call(repo.WithTx(tx)); err != nil {
 			return err
 		}
 		end, err := reads()

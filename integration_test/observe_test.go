@@ -113,6 +113,7 @@ func TestObserverAndLogEvents(t *testing.T) {
 		require.Equal(t, map[string]slog.Level{"cas_retry": slog.LevelDebug, "claimed": slog.LevelDebug,
 			"lease_lost": slog.LevelInfo, "collected": slog.LevelInfo}, h.kinds())
 		require.Contains(t, obs.calls, "UpdateSyncProgress")
-		require.Contains(t, obs.calls, "GetOperation", "nested calls are observed too")
+		require.Equal(t, []string{"SetSyncState", "UpdateSyncProgress", "ClaimOperations", "CommitOperation",
+			"CollectFinishedOperations"}, obs.calls, "one observed call per public call: the refused commit's explanation is no nested GetOperation")
 	})
 }

@@ -209,6 +209,7 @@ func all() []*gormigrate.Migration {
 		recordNotifyMigration(),
 		claimIndexMigration(),
 		retentionQueueMigration(),
+		collectOwnerIndexMigration(),
 	}
 }
 

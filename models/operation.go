@@ -12,10 +12,10 @@ const (
 // Operation is a row of kubun_connector_operation: one outbound write of a
 // connector, with its retry and lease bookkeeping.
 type Operation struct {
-	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3;index:kubun_connector_operation_collect_idx,priority:2"`
-	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4;index:kubun_connector_operation_collect_idx,priority:3"`
+	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3;index:kubun_connector_operation_collect_idx,priority:2;index:kubun_connector_operation_collect_owner_idx,priority:3"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4;index:kubun_connector_operation_collect_idx,priority:3;index:kubun_connector_operation_collect_owner_idx,priority:4"`
 	NodeKey              string  `gorm:"column:node_key;not null"`
-	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1"`
+	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1;index:kubun_connector_operation_collect_owner_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead')"`
 	ConnectorName        string  `gorm:"column:connector_name;not null"`
 	Model                string  `gorm:"column:model;not null"`
 	Op                   string  `gorm:"column:op;not null"`
@@ -45,7 +45,7 @@ type Operation struct {
 	// it) later.
 	RetentionHold *int64 `gorm:"column:retention_hold;type:integer"`
 	CreatedAt     int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
-	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_retention_idx,priority:2"`
+	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_collect_owner_idx,priority:2;index:kubun_connector_operation_retention_idx,priority:2"`
 }
 
 // TableName returns the seed's table name.

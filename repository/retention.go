@@ -164,8 +164,12 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 // release the holds finishes broke, delete within the window, hold what the
 // window keeps.
 func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, error) {
+	partitioned := false
 	if r.isPostgres() {
-		err := r.base(ctx).Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", retentionLockNamespace).Error
+		// The pass lock, and whether the journal is partitioned, in one
+		// round trip.
+		err := r.base(ctx).Raw(`SELECT c.relkind = 'p' FROM pg_advisory_xact_lock(?, hashtext(current_schema())) AS l,
+			pg_class c WHERE c.oid = 'kubun_connector_operation'::regclass`, retentionLockNamespace).Row().Scan(&partitioned)
 		if err != nil {
 			return 0, err
 		}
@@ -196,8 +200,9 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// joined the whole table against it). A row changed by another writer
 	// meanwhile has moved and is left alone, to be judged again next pass.
 	// A physical id is only unique within one heap: on a partitioned journal
-	// every partition has a row (0,1), so the table's oid must match too.
-	// The ids drive the scan; the (oid, id) pairs filter what it finds.
+	// every partition has a row (0,1), so there the partition's oid must
+	// match too (the ids drive the scan; the (oid, id) pairs, a second
+	// reading of the window, filter what it finds).
 	picked := func(where string, limit int) (string, []any) {
 		sel := func(pick string) *gorm.DB {
 			q := r.base(ctx).Table("(?) AS o", window()).Select(pick).Where(where)
@@ -206,8 +211,11 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 			}
 			return q
 		}
-		if r.isPostgres() {
+		if partitioned {
 			return "ctid = ANY(ARRAY(?)) AND (tableoid, ctid) IN (?)", []any{sel("o.ctid"), sel("o.tableoid, o.ctid")}
+		}
+		if r.isPostgres() {
+			return "ctid = ANY(ARRAY(?))", []any{sel("o.ctid")}
 		}
 		return "(caller_did, operation_id) IN (?)", []any{sel("o.caller_did, o.operation_id")}
 	}
