@@ -2,17 +2,14 @@ package otelconnstore_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/connstore/connstore/hooks"
-	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/otelconnstore"
 	"github.com/connstore/connstore/repository"
-	"github.com/connstore/connstore/sqliteconn"
 	"github.com/connstore/connstore/worker"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,19 +18,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
-func newRepo(t *testing.T, opts repository.Options) *repository.Repository {
+// newStore is a migrated SQLite store whose repository has opts (and the
+// store's manual clock).
+func newStore(t *testing.T, opts repository.Options) *connstoretest.Store {
 	t.Helper()
-	db, err := sqliteconn.Open(filepath.Join(t.TempDir(), "app.db"), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
-	require.NoError(t, err)
-	require.NoError(t, db.Use(hooks.New(hooks.Config{})))
-	require.NoError(t, migrations.Migrate(t.Context(), db))
-	repo, err := repository.New(db, opts)
-	require.NoError(t, err)
-	return repo
+	return connstoretest.SQLite(t, connstoretest.Options{Repository: opts})
 }
 
 func record(t *testing.T, repo *repository.Repository, connector, owner, id string) {
@@ -83,15 +74,14 @@ func points(t *testing.T, reader sdkmetric.Reader) map[string]map[string]float64
 }
 
 func TestQueueMetrics(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	repo := newRepo(t, repository.Options{NowFunc: clock})
+	s := newStore(t, repository.Options{})
+	repo := s.Repo
 	for _, id := range []string{"a", "b", "c"} {
 		record(t, repo, "crm", "alice", id)
 	}
 	record(t, repo, "crm", "bob", "d")
 	record(t, repo, "mail", "alice", "e")
-	now = now.Add(2 * time.Minute)
+	s.Clock.Advance(2 * time.Minute)
 	ops, err := repo.ClaimOperations(t.Context(), repository.ClaimParams{Limit: 1, LeaseFor: time.Hour, ConnectorName: "crm"})
 	require.NoError(t, err)
 	_, err = repo.MarkOperationDead(t.Context(), repository.FenceOf(&ops[0]))
@@ -116,7 +106,7 @@ func TestQueueMetrics(t *testing.T) {
 }
 
 func TestWorkerMetrics(t *testing.T) {
-	repo := newRepo(t, repository.Options{})
+	repo := newStore(t, repository.Options{}).Repo
 	for _, id := range []string{"a", "b", "c", "d"} {
 		record(t, repo, "crm", "alice", id)
 	}
@@ -154,7 +144,7 @@ func TestNotFoundIsNotASpanError(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	obs, err := otelconnstore.New(tp, sdkmetric.NewMeterProvider())
 	require.NoError(t, err)
-	repo := newRepo(t, repository.Options{Observer: obs})
+	repo := newStore(t, repository.Options{Observer: obs}).Repo
 	_, err = repo.GetOperation(t.Context(), repository.OperationKey{CallerDID: "caller", OperationID: "missing"})
 	require.ErrorIs(t, err, repository.ErrNotFound)
 	_, err = repo.GetOperation(t.Context(), repository.OperationKey{CallerDID: "", OperationID: "bad"})

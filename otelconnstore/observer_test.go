@@ -2,15 +2,12 @@ package otelconnstore_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/connstore/connstore/hooks"
-	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/otelconnstore"
 	"github.com/connstore/connstore/repository"
-	"github.com/connstore/connstore/sqliteconn"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -18,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // TestSpansAndCounters: every repository call is one span, gorm's statement
@@ -29,15 +25,11 @@ func TestSpansAndCounters(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 
-	db, err := sqliteconn.Open(filepath.Join(t.TempDir(), "app.db"), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
-	require.NoError(t, err)
-	require.NoError(t, db.Use(hooks.New(hooks.Config{})))
-	require.NoError(t, migrations.Migrate(context.Background(), db))
-	statementSpans(t, db, tp)
 	obs, err := otelconnstore.New(tp, mp)
 	require.NoError(t, err)
-	repo, err := repository.New(db, repository.Options{Observer: obs})
-	require.NoError(t, err)
+	store := connstoretest.SQLite(t, connstoretest.Options{Repository: repository.Options{Observer: obs}})
+	db, repo := store.DB, store.Repo
+	statementSpans(t, db, tp)
 	ctx := context.Background()
 
 	require.NoError(t, repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
