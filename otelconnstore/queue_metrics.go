@@ -3,6 +3,7 @@ package otelconnstore
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/connstore/connstore/repository"
 	"go.opentelemetry.io/otel/attribute"
@@ -15,11 +16,17 @@ import (
 // and connstore.queue.oldest_due (seconds the oldest due operation has
 // waited), per connector (and owner with ByOwner). One query per
 // collection, whatever the number of gauges; a failed query is returned to
-// the SDK (which logs it) and reports nothing for that collection. Call
-// Unregister on the result to stop.
+// the SDK (which logs it) and reports nothing for that collection. A series
+// once reported stays reported: a drained queue reads 0, not "no data".
+// A negative OverdueAfter or Timeout is ErrInvalidInput. Call Unregister on
+// the result to stop.
 func QueueMetrics(mp metric.MeterProvider, repo *repository.Repository, opts QueueOptions) (metric.Registration, error) {
 	if repo == nil {
 		return nil, fmt.Errorf("otelconnstore: %w: a repository is required", repository.ErrInvalidInput)
+	}
+	if opts.OverdueAfter < 0 || opts.Timeout < 0 {
+		return nil, fmt.Errorf("otelconnstore: %w: OverdueAfter %v and Timeout %v must not be negative",
+			repository.ErrInvalidInput, opts.OverdueAfter, opts.Timeout)
 	}
 	meter := mp.Meter(scope)
 	gauge := func(name, desc string) (metric.Int64ObservableGauge, error) {
@@ -50,6 +57,11 @@ func QueueMetrics(mp metric.MeterProvider, repo *repository.Repository, opts Que
 	if timeout == 0 {
 		timeout = defaultQueueTimeout
 	}
+	// seen are the series reported before: a queue that drained has no row
+	// to count, and is reported as 0, not dropped (a dashboard would keep
+	// showing its last value, or "no data").
+	var mu sync.Mutex
+	seen := map[[3]string]*group{}
 	return meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
@@ -57,7 +69,17 @@ func QueueMetrics(mp metric.MeterProvider, repo *repository.Repository, opts Que
 		if err != nil {
 			return fmt.Errorf("otelconnstore: queue metrics: %w", err)
 		}
-		for _, g := range aggregate(counts, opts.ByOwner) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := aggregate(counts, opts.ByOwner)
+		for key, g := range seen {
+			if _, ok := now[key]; !ok {
+				now[key] = &group{OperationCount: repository.OperationCount{ConnectorName: g.ConnectorName, State: g.State},
+					attrs: g.attrs}
+			}
+		}
+		seen = now
+		for _, g := range now {
 			attrs := metric.WithAttributes(g.attrs...)
 			o.ObserveInt64(count, g.Count, attrs)
 			if g.State == "attempted" {
@@ -78,10 +100,9 @@ type group struct {
 }
 
 // aggregate sums the per-owner counts per connector and state (unless
-// byOwner), keeping the longest wait.
-func aggregate(counts []repository.OperationCount, byOwner bool) []*group {
-	var out []*group
-	index := map[[3]string]*group{}
+// byOwner), keeping the longest wait, keyed by connector, state and owner.
+func aggregate(counts []repository.OperationCount, byOwner bool) map[[3]string]*group {
+	out := map[[3]string]*group{}
 	for _, c := range counts {
 		key := [3]string{c.ConnectorName, c.State, ""}
 		attrs := []attribute.KeyValue{attribute.String("connstore.connector", c.ConnectorName), attribute.String("connstore.state", c.State)}
@@ -89,11 +110,10 @@ func aggregate(counts []repository.OperationCount, byOwner bool) []*group {
 			key[2] = c.OwnerDID
 			attrs = append(attrs, attribute.String("connstore.owner", c.OwnerDID))
 		}
-		g, ok := index[key]
+		g, ok := out[key]
 		if !ok {
 			g = &group{OperationCount: repository.OperationCount{ConnectorName: c.ConnectorName, State: c.State}, attrs: attrs}
-			index[key] = g
-			out = append(out, g)
+			out[key] = g
 		}
 		g.Count += c.Count
 		g.Due += c.Due

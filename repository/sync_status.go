@@ -31,7 +31,8 @@ type SetSyncStatusParams struct {
 }
 
 // SetSyncStatus changes the status (and error) of an existing sync state
-// by compare-and-swap on its version and incarnation, leaving checkpoint,
+// by compare-and-swap on its version and incarnation (and the status and
+// error it read, which SetSyncState rewrites in place), leaving checkpoint,
 // recovery, counts and last sync time alone: unlike SetSyncState, it cannot
 // undo a progress update that lands between a caller's read and its write,
 // and a progress update that read before it retries from the new version,
@@ -62,9 +63,13 @@ func (r *Repository) SetSyncStatus(ctx context.Context, p SetSyncStatusParams) (
 		if row.Incarnation == nil {
 			return nil, fmt.Errorf("set sync status %s: %w: the row has no incarnation", key, hooks.ErrMissingLock)
 		}
+		// Guarded on the status and error read too: SetSyncState (the
+		// seed's upsert) rewrites them without bumping the version, and a
+		// guard on the version alone would overwrite its status (and pass
+		// IfStatus on a status no longer stored).
 		tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
-			Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?",
-				p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation).
+			Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ? AND status = ? AND error IS NOT DISTINCT FROM ?",
+				p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation, row.Status, row.Error).
 			UpdateColumns(map[string]any{"status": p.Status, "error": p.Error, "version": row.Version + 1})
 		if tx.Error != nil {
 			return nil, fmt.Errorf("set sync status %s: %w", key, tx.Error)

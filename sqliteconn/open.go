@@ -52,8 +52,14 @@ func dsn(path string, busy time.Duration) string {
 	q.Set("_busy_timeout", fmt.Sprint(busy.Milliseconds()))
 	q.Set("_txlock", "immediate")
 	q.Set("_foreign_keys", "on")
-	return "file:" + path + "?" + q.Encode()
+	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 }
+
+// uriPath escapes what a file: URI would read as something else in a path:
+// '?' (the query, where the driver looks for its settings), '#' (a
+// fragment, cutting the name short) and '%' (an escape). SQLite decodes
+// them back to the file's real name.
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Open opens (creating if needed) the SQLite database at path, a file path
 // without a "file:" prefix or query.

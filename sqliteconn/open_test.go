@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -202,4 +203,28 @@ func TestOpenMemory(t *testing.T) {
 	var n int64
 	require.NoError(t, db.Model(&counter{}).Count(&n).Error)
 	require.EqualValues(t, 1, n)
+}
+
+// A path holding the characters a file: URI reads as syntax ('?', '#',
+// '%') opens and creates exactly the named file, through Open and DSN.
+func TestOpenPathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"app#2.db", "app?mode=ro.db", "app%20x.db", "a%3fb#c?d.db"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, name)
+		db, err := Open(path, Options{})
+		require.NoError(t, err, name)
+		require.NoError(t, db.Exec("CREATE TABLE t (x INTEGER)").Error, name)
+		raw, err := db.DB()
+		require.NoError(t, err)
+		require.NoError(t, raw.Close())
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range entries {
+			if !strings.HasSuffix(e.Name(), "-wal") && !strings.HasSuffix(e.Name(), "-shm") {
+				names = append(names, e.Name())
+			}
+		}
+		require.Equal(t, []string{name}, names, "only the named file was created")
+	}
 }

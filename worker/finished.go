@@ -34,10 +34,11 @@ type Finished struct {
 	// Outcome is one of the Outcome* values.
 	Outcome string
 	// Pickup is the time from the operation's record to its claim, by the
-	// repository's clock (Repository.Now), set only
-	// on its first claim (no attempt counted yet, no failure recorded); a
-	// later claim's due time is not kept by the store. A first claim after
-	// a snooze includes the snooze.
+	// repository's clock (Repository.Now), set only on its first claim: no
+	// attempt counted, no failure recorded and no earlier lease ended
+	// (released, snoozed). A later claim's due time is not kept by the
+	// store. A claim after an earlier holder died without writing anything
+	// still looks like a first claim.
 	Pickup time.Duration
 	// FirstClaim is true when Pickup is set.
 	FirstClaim bool
@@ -55,7 +56,7 @@ func (r *run) finished(j *job, outcome string, now time.Time) {
 	}
 	f := Finished{Fence: j.fence, ConnectorName: j.op.ConnectorName, OwnerDID: j.op.OwnerDID, Outcome: outcome,
 		Handler: j.ran, ClaimToFinish: now.Sub(j.claimedAt)}
-	if j.op.Attempts == 0 && j.op.LastKind == nil {
+	if j.op.Attempts == 0 && j.op.LastKind == nil && j.op.EndedLeaseToken == nil {
 		f.FirstClaim = true
 		f.Pickup = max(0, j.storeNow.Sub(time.UnixMilli(j.op.CreatedAt)))
 	}

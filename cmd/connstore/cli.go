@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ type flagValues struct {
 	overdueAfter, olderThan                                           time.Duration
 	overdue, resetAttempts, force                                     bool
 	limit, maxPasses                                                  int
+	afterDue                                                          int64
 }
 
 func newCLI(stdout io.Writer, getenv func(string) string) *cli {
@@ -62,7 +64,17 @@ func (c *cli) parse(args []string, stop int) (positional, rest []string, err err
 			}
 			return nil, nil, fmt.Errorf("%w: %v", errUsage, err)
 		}
-		args = c.fs.Args()
+		rest := c.fs.Args()
+		if len(rest) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			// "--" ends the flags: everything after it is positional, an
+			// operation id starting with '-' included.
+			if stop > 0 && len(positional)+len(rest) > stop {
+				n := stop - len(positional)
+				return append(positional, rest[:n]...), append([]string{"--"}, rest[n:]...), nil
+			}
+			return append(positional, rest...), nil, nil
+		}
+		args = rest
 		if len(args) == 0 {
 			return positional, nil, nil
 		}
@@ -74,9 +86,14 @@ func (c *cli) parse(args []string, stop int) (positional, rest []string, err err
 	}
 }
 
+// keyValueDSN matches the start of a PostgreSQL key=value DSN
+// ("host=db port=5432 …"): a bare keyword, then '='. A path holding '='
+// (a "shard=2" directory) does not start that way.
+var keyValueDSN = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
+
 // isPostgres reports whether dsn names PostgreSQL rather than a SQLite file.
 func isPostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || strings.Contains(dsn, "=")
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || keyValueDSN.MatchString(dsn)
 }
 
 // open opens the database with the lock plugin. A SQLite file must exist

@@ -55,7 +55,8 @@ func opsListFlags(c *cli) {
 	c.fs.DurationVar(&c.f.overdueAfter, "overdue-after", repository.DefaultOverdueAfter, "see -overdue")
 	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
 	c.fs.StringVar(&c.f.owner, "owner", "", "only this owner DID")
-	c.fs.StringVar(&c.f.after, "after", "", "resume after CALLER/OPERATION (the last line of the previous page)")
+	c.fs.StringVar(&c.f.after, "after", "", "resume after CALLER/OPERATION (printed under a full page)")
+	c.fs.Int64Var(&c.f.afterDue, "after-due", 0, "with -overdue -after: the due time (epoch ms) printed with it")
 	c.fs.IntVar(&c.f.limit, "limit", 50, "page size")
 }
 
@@ -74,6 +75,7 @@ type opView struct {
 	LastHTTPStatus *int64      `json:"last_http_status"`
 	DocumentID     *string     `json:"document_id"`
 	LeaseExpiresAt *int64      `json:"lease_expires_at"`
+	DueAt          int64       `json:"due_at"`
 	Result         models.JSON `json:"result_entity,omitempty"`
 	CreatedAt      int64       `json:"created_at"`
 	UpdatedAt      int64       `json:"updated_at"`
@@ -81,8 +83,8 @@ type opView struct {
 
 func viewOf(op *models.Operation) opView {
 	return opView{op.CallerDID, op.OperationID, op.ConnectorName, op.OwnerDID, op.Model, op.Op, op.State, op.Attempts,
-		op.NextAttemptAt, op.LastKind, op.LastHTTPStatus, op.DocumentID, op.LeaseExpiresAt, op.ResultEntity,
-		op.CreatedAt, op.UpdatedAt}
+		op.NextAttemptAt, op.LastKind, op.LastHTTPStatus, op.DocumentID, op.LeaseExpiresAt, repository.CursorAfter(op).DueAt,
+		op.ResultEntity, op.CreatedAt, op.UpdatedAt}
 }
 
 var opHeader = []string{"CALLER/OPERATION", "CONNECTOR", "OWNER", "STATE", "ATTEMPTS", "LAST KIND", "HTTP", "NEXT ATTEMPT", "UPDATED"}
@@ -96,25 +98,23 @@ func opRow(op *models.Operation) []string {
 func opsList(ctx context.Context, c *cli) error {
 	p := repository.ListByStateParams{State: c.f.state, Overdue: c.f.overdue, OverdueAfter: c.f.overdueAfter,
 		ConnectorName: c.f.connector, OwnerDID: c.f.owner, Limit: c.f.limit}
-	var after *repository.OperationKey
 	if c.f.after != "" {
-		caller, op, ok := cutLast(c.f.after)
-		if !ok {
+		caller, op, ok := strings.Cut(c.f.after, "/")
+		if !ok || caller == "" || op == "" {
 			return fmt.Errorf("%w: -after %q is not CALLER/OPERATION", errUsage, c.f.after)
 		}
-		after = &repository.OperationKey{CallerDID: caller, OperationID: op}
+		// The overdue listing pages by due time as well: a row's due time
+		// moves when it is claimed, so it must come from the page that
+		// showed the row, not from the row now.
+		if c.f.overdue && c.f.afterDue == 0 {
+			return fmt.Errorf("%w: -overdue -after needs -after-due, printed with the previous page", errUsage)
+		}
+		p.After = &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: caller, OperationID: op},
+			DueAt: c.f.afterDue}
 	}
 	repo, err := c.repo()
 	if err != nil {
 		return err
-	}
-	if after != nil {
-		// The overdue listing resumes by due time too: the row says it.
-		last, err := repo.GetOperation(ctx, *after)
-		if err != nil {
-			return fmt.Errorf("-after: %w", err)
-		}
-		p.After = repository.CursorAfter(last)
 	}
 	ops, err := repo.ListOperationsByState(ctx, p)
 	if err != nil {
@@ -126,17 +126,17 @@ func opsList(ctx context.Context, c *cli) error {
 		views[i] = viewOf(&ops[i])
 		t.rows = append(t.rows, opRow(&ops[i]))
 	}
-	return c.print(t)
-}
-
-// cutLast splits CALLER/OPERATION at the last slash: a DID may hold
-// slashes (did:web paths), an operation id from this tool's output does not.
-func cutLast(s string) (string, string, bool) {
-	i := strings.LastIndex(s, "/")
-	if i <= 0 || i == len(s)-1 {
-		return "", "", false
+	if err := c.print(t); err != nil || c.json || len(ops) < p.Limit {
+		return err
 	}
-	return s[:i], s[i+1:], true
+	// A full page: say how to get the next one (JSON carries due_at).
+	last := repository.CursorAfter(&ops[len(ops)-1])
+	next := fmt.Sprintf("next page: -after '%s/%s'", last.CallerDID, last.OperationID)
+	if p.Overdue {
+		next += fmt.Sprintf(" -after-due %d", last.DueAt)
+	}
+	_, err = fmt.Fprintln(c.stdout, next)
+	return err
 }
 
 func opsRequeueFlags(c *cli) {
