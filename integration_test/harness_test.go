@@ -75,7 +75,9 @@ func setup(t testing.TB, kind string) *env {
 func setupPartitioned(t testing.TB) *env {
 	t.Helper()
 	e := setupWith(t, pgKind, func(db *gorm.DB) {
-		for _, stmt := range migrations.PartitionedLayout(4) {
+		layout, err := migrations.PartitionedLayout(4)
+		require.NoError(t, err)
+		for _, stmt := range layout {
 			require.NoError(t, db.Exec(stmt).Error)
 		}
 	})

@@ -1,5 +1,10 @@
 package migrations
 
+import (
+	"fmt"
+	"strconv"
+)
+
 // PartitionedLayout is the PostgreSQL DDL of a hash-partitioned connstore
 // schema, for tables too large for one heap: run it on an empty schema,
 // then Migrate, which adopts the tables it finds (adding every column and
@@ -10,8 +15,12 @@ package migrations
 // table's primary key and unique indexes to include its partition key.
 // Keeping one owner's operations in one partition would need owner_did in
 // the operation's key, which the seed's schema does not have. Partitions
-// is the number of hash partitions per table; pass 2 to 64.
-func PartitionedLayout(partitions int) []string {
+// is the number of hash partitions per table, 2 to 1024; any other number
+// is an error.
+func PartitionedLayout(partitions int) ([]string, error) {
+	if partitions < 2 || partitions > 1024 {
+		return nil, fmt.Errorf("connstore: partitioned layout: %d partitions; pass 2 to 1024", partitions)
+	}
 	tables := []struct{ name, keyColumns, primaryKey, by string }{
 		{"kubun_connector_sync_state", "connector_name TEXT NOT NULL, owner_did TEXT NOT NULL",
 			"connector_name, owner_did", "owner_did"},
@@ -33,17 +42,9 @@ func PartitionedLayout(partitions int) []string {
 	for _, t := range tables {
 		ddl = append(ddl, "CREATE TABLE "+t.name+" ("+t.keyColumns+", PRIMARY KEY ("+t.primaryKey+")) PARTITION BY HASH ("+t.by+")")
 		for i := range partitions {
-			ddl = append(ddl, "CREATE TABLE "+t.name+"_p"+itoa(i)+" PARTITION OF "+t.name+
-				" FOR VALUES WITH (MODULUS "+itoa(partitions)+", REMAINDER "+itoa(i)+")")
+			ddl = append(ddl, "CREATE TABLE "+t.name+"_p"+strconv.Itoa(i)+" PARTITION OF "+t.name+
+				" FOR VALUES WITH (MODULUS "+strconv.Itoa(partitions)+", REMAINDER "+strconv.Itoa(i)+")")
 		}
 	}
-	return ddl
-}
-
-func itoa(i int) string {
-	const digits = "0123456789"
-	if i < 10 {
-		return digits[i : i+1]
-	}
-	return itoa(i/10) + digits[i%10:i%10+1]
+	return ddl, nil
 }
