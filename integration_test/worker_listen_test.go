@@ -40,9 +40,14 @@ func pickupPool(t testing.TB, repo *repository.Repository, disableListen bool) (
 // idles with a 1 s poll starts within 100 ms (the recording's NOTIFY wakes
 // the pool), five times over; an operation recorded in a transaction that
 // rolls back wakes nobody. Not parallel: its timing must not share the
-// machine with the parallel tests.
+// machine with the parallel tests. Run on plain and on hash-partitioned
+// tables (the statement trigger is the partitioned parent's).
 func TestWorkerListenWakes(t *testing.T) {
-	e := setup(t, pgKind)
+	t.Run(pgKind, func(t *testing.T) { listenWakes(t, setup(t, pgKind)) })
+	t.Run(partitionedLeg, func(t *testing.T) { listenWakes(t, setupPartitioned(t)) })
+}
+
+func listenWakes(t *testing.T, e *env) {
 	repo := realRepo(t, e)
 	pool, started := pickupPool(t, repo, false)
 	time.Sleep(300 * time.Millisecond) // the first claim found nothing: the pool idles
