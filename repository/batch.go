@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"github.com/connstore/connstore/internal/jsonrows"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -205,7 +206,7 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 	// The keys travel as one JSON value, as the batch itself does: a
 	// row-value IN list of thousands of tuples exceeds PostgreSQL's parser
 	// stack and SQLite's bound-parameter limit.
-	from, vars, err := jsonTable(r.db.Dialector.Name(), []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}}, keys)
+	from, vars, err := jsonTable(r.db.Dialector.Name(), []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")}, keys)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package repository
 
 import (
+	"github.com/connstore/connstore/internal/jsonrows"
 	"maps"
 	"reflect"
 	"slices"
@@ -43,7 +44,7 @@ type batchPlan struct {
 // a per-row flag s_<col> where some writes leave it alone; a guard col is
 // g_<col>, NULL for a row without that guard.
 func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
-	cols := []batchCol{{"v_caller_did", "text"}, {"v_operation_id", "text"}, {"v_lease_token", "text"}}
+	cols := []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id"), jsonrows.Text("v_lease_token")}
 	rows := make([][]any, len(ws))
 	for i, w := range ws {
 		rows[i] = []any{w.fence.CallerDID, w.fence.OperationID, w.fence.LeaseToken}
@@ -62,14 +63,14 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 			all = all && ok
 			rows[i] = append(rows[i], v)
 		}
-		cols = append(cols, batchCol{"v_" + col, ""})
+		cols = append(cols, jsonrows.Typed("v_"+col))
 		p.set[col] = gorm.Expr("v.v_" + col)
 		if !all {
 			for i, w := range ws {
 				_, ok := w.set[col]
 				rows[i] = append(rows[i], ok)
 			}
-			cols = append(cols, batchCol{"s_" + col, "boolean"})
+			cols = append(cols, jsonrows.Col{Name: "s_" + col, Type: "boolean"})
 			p.set[col] = gorm.Expr("CASE WHEN v.s_"+col+" THEN v.v_"+col+" ELSE ? END", clause.Column{Name: col})
 		}
 	}
@@ -77,7 +78,7 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 		for i, w := range ws {
 			rows[i] = append(rows[i], guardValue(w, g.col))
 		}
-		cols = append(cols, batchCol{"g_" + g.col, ""})
+		cols = append(cols, jsonrows.Typed("g_"+g.col))
 		stored := g.col + " = v.g_" + g.col
 		if g.orNull {
 			stored = g.col + " IS NULL OR " + stored

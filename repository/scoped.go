@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"github.com/connstore/connstore/internal/jsonrows"
 
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/plugin/dbresolver"
@@ -62,7 +63,7 @@ func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKe
 		rows[i] = []any{k.owner, k.connector}
 	}
 	from, vars, err := jsonTableAs(r.db.Dialector.Name(), "connstore_scope",
-		[]batchCol{{"owner_did", "text"}, {"connector_name", "text"}}, rows)
+		[]jsonrows.Col{jsonrows.Text("owner_did"), jsonrows.Text("connector_name")}, rows)
 	if err != nil {
 		return nil, err
 	}

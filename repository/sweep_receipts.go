@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connstore/connstore/internal/jsonrows"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -152,7 +153,7 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 // key and the constants are bound once per statement; the rows' document,
 // source and model ids travel as one JSON value (see jsonTable).
 func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int64) error {
-	cols := []batchCol{{"v_document_id", "text"}, {"v_source_id", "text"}, {"v_model_id", "text"}}
+	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
 	rows := make([][]any, 0, min(candidateBatch, len(in)))
 	for start := 0; start < len(in); start += candidateBatch {
 		rows = rows[:0]

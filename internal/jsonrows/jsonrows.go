@@ -1,0 +1,151 @@
+// Package jsonrows carries many rows into one statement as a single JSON
+// value read back as a table (json_to_recordset on PostgreSQL, json_each
+// on SQLite): the statement's text does not depend on the number of rows,
+// and neither a bound-parameter limit nor the parser's depth caps a batch.
+package jsonrows
+
+import (
+	"bytes"
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrInvalidUTF8 is returned for a string value that is not valid UTF-8
+// (the databases would refuse or mangle it); the caller reports it as its
+// own invalid-input error.
+var ErrInvalidUTF8 = errors.New("not valid UTF-8")
+
+// Table is rows as a table named alias for a FROM clause: the SQL that reads it,
+// and the values it binds (the rows as one JSON value, and their count).
+// Many rows travel as one parameter, so the statement's text does not
+// depend on how many there are and no bound-parameter limit or parser depth
+// caps a batch. The count bounds the table (LIMIT n, which changes nothing):
+// the planner otherwise guesses 100 rows for a JSON row set and prefers
+// scanning a table of a few thousand rows to finding a 16-row batch by key.
+// A column with no type is typed from its values.
+// Columns are typed in place: a column with no type gets its values' type.
+func Table(dialect, alias string, cols []Col, rows [][]any) (sql string, vars []any, err error) {
+	doc, err := encodeRows(cols, rows)
+	if err != nil {
+		return "", nil, err
+	}
+	return fromSQL(dialect, alias, cols), []any{doc, int64(len(rows))}, nil
+}
+
+// Col is one column of the table: its name in the table and in the JSON
+// rows, and its SQL type (PostgreSQL needs one to read JSON back as a
+// table; "" types it from the values).
+type Col struct{ Name, Type string }
+
+// fromSQL reads the JSON rows back as the table alias; PostgreSQL needs
+// the column types, SQLite takes the JSON values as they are.
+func fromSQL(dialect, alias string, cols []Col) string {
+	var b strings.Builder
+	if dialect == "postgres" {
+		b.WriteString("(SELECT * FROM json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS r(")
+		for i, c := range cols {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(c.Name + " " + c.Type)
+		}
+		b.WriteString(") LIMIT CAST(? AS BIGINT)) AS " + alias)
+		return b.String()
+	}
+	b.WriteString("(SELECT ")
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("json_extract(value, '$." + c.Name + "') AS " + c.Name)
+	}
+	b.WriteString(" FROM json_each(?) LIMIT ?) AS " + alias)
+	return b.String()
+}
+
+// encodeRows writes the rows as a JSON array of objects keyed by column,
+// typing every column left untyped from its values.
+func encodeRows(cols []Col, rows [][]any) (string, error) {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, row := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('{')
+		for j, v := range row {
+			typ, err := appendJSON(&b, cols[j].Name, v)
+			if err != nil {
+				return "", fmt.Errorf("batch row %d: %w", i, err)
+			}
+			if cols[j].Type == "" {
+				cols[j].Type = typ
+			}
+			if j < len(row)-1 {
+				b.WriteByte(',')
+			}
+		}
+		b.WriteByte('}')
+	}
+	b.WriteByte(']')
+	for j := range cols {
+		if cols[j].Type == "" {
+			cols[j].Type = "text" // every row NULL
+		}
+	}
+	return b.String(), nil
+}
+
+// appendJSON writes "key":value and returns the value's SQL type ("" for
+// NULL). Pointers are followed and driver.Valuers asked for their value, as
+// the database driver would.
+func appendJSON(b *bytes.Buffer, key string, v any) (string, error) {
+	b.WriteString(`"` + key + `":`)
+	if dv, ok := v.(driver.Valuer); ok {
+		var err error
+		if v, err = dv.Value(); err != nil {
+			return "", err
+		}
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			v = nil
+		} else {
+			v = rv.Elem().Interface()
+		}
+	}
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+		return "", nil
+	case string:
+		if !utf8.ValidString(x) {
+			return "", fmt.Errorf("%s is %w", strings.TrimPrefix(key, "v_"), ErrInvalidUTF8)
+		}
+		enc, _ := json.Marshal(x)
+		b.Write(enc)
+		return "text", nil
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+		return "boolean", nil
+	case int64:
+		b.WriteString(strconv.FormatInt(x, 10))
+		return "bigint", nil
+	case int:
+		b.WriteString(strconv.Itoa(x))
+		return "bigint", nil
+	}
+	return "", fmt.Errorf("batch value of type %T for %s", v, key)
+}
+
+// Text is a text column.
+func Text(name string) Col { return Col{Name: name, Type: "text"} }
+
+// Typed is a column typed from its values.
+func Typed(name string) Col { return Col{Name: name} }

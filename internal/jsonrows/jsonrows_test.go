@@ -1,0 +1,65 @@
+package jsonrows
+
+import (
+	"database/sql/driver"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// valuer is a driver.Valuer, as models.JSON and models.Secret are.
+type valuer string
+
+func (v valuer) Value() (driver.Value, error) { return string(v) + "!", nil }
+
+func TestTableEncodesAndTypes(t *testing.T) {
+	n := int64(7)
+	var none *string
+	cols := []Col{Text("v_a"), Typed("v_b"), Typed("v_c"), Typed("v_d"), Typed("v_e")}
+	sql, vars, err := Table("postgres", "v", cols, [][]any{
+		{"x\"y", &n, true, none, valuer("w")},
+		{"é", int64(-1), false, nil, valuer("z")},
+	})
+	require.NoError(t, err)
+	require.Equal(t, `(SELECT * FROM json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS r(v_a text, v_b bigint, v_c boolean, v_d text, v_e text) LIMIT CAST(? AS BIGINT)) AS v`, sql)
+	require.Equal(t, int64(2), vars[1], "the row count bounds the table for the planner")
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(vars[0].(string)), &rows))
+	require.Equal(t, []map[string]any{
+		{"v_a": "x\"y", "v_b": 7.0, "v_c": true, "v_d": nil, "v_e": "w!"},
+		{"v_a": "é", "v_b": -1.0, "v_c": false, "v_d": nil, "v_e": "z!"},
+	}, rows)
+	require.Equal(t, "text", cols[3].Type, "a column NULL in every row is text")
+}
+
+func TestTableSQLite(t *testing.T) {
+	sql, vars, err := Table("sqlite", "s", []Col{Text("owner_did"), Text("connector_name")}, [][]any{{"o", "c"}})
+	require.NoError(t, err)
+	require.Equal(t, `(SELECT json_extract(value, '$.owner_did') AS owner_did, json_extract(value, '$.connector_name') AS connector_name FROM json_each(?) LIMIT ?) AS s`, sql)
+	require.Equal(t, []any{`[{"owner_did":"o","connector_name":"c"}]`, int64(1)}, vars)
+}
+
+// The statement's text does not depend on the number of rows.
+func TestTableTextIndependentOfSize(t *testing.T) {
+	one, _, err := Table("postgres", "v", []Col{Text("v_a")}, [][]any{{"a"}})
+	require.NoError(t, err)
+	many := make([][]any, 20000)
+	for i := range many {
+		many[i] = []any{"a"}
+	}
+	big, vars, err := Table("postgres", "v", []Col{Text("v_a")}, many)
+	require.NoError(t, err)
+	require.Equal(t, one, big)
+	require.Equal(t, int64(20000), vars[1])
+}
+
+func TestTableRefuses(t *testing.T) {
+	_, _, err := Table("postgres", "v", []Col{Text("v_lease_token")}, [][]any{{"ok"}, {"bad\xff"}})
+	require.ErrorIs(t, err, ErrInvalidUTF8)
+	require.EqualError(t, err, "batch row 1: lease_token is not valid UTF-8")
+	_, _, err = Table("postgres", "v", []Col{Typed("v_x")}, [][]any{{3.5}})
+	require.Error(t, err, "a type the encoder does not know")
+	require.False(t, errors.Is(err, ErrInvalidUTF8))
+}
