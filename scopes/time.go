@@ -3,6 +3,7 @@ package scopes
 import (
 	"time"
 
+	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -61,13 +62,13 @@ func WatchScheduled(now time.Time) Scope {
 func WatchSweep(now time.Time) Scope {
 	return func(db *gorm.DB) *gorm.DB {
 		return db.Where(clause.Or(watchScheduled(now), clause.IN{Column: col("verification_status"),
-			Values: []any{"verified", "repair_failed"}}))
+			Values: []any{models.WatchVerified, models.WatchRepairFailed}}))
 	}
 }
 
 func watchScheduled(now time.Time) clause.Expression {
 	return clause.And(
-		clause.Neq{Column: col("verification_status"), Value: "verified"},
+		clause.Neq{Column: col("verification_status"), Value: models.WatchVerified},
 		clause.Neq{Column: col("next_attempt_at"), Value: nil},
 		clause.Lte{Column: col("next_attempt_at"), Value: now.UnixMilli()},
 	)
