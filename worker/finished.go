@@ -3,15 +3,16 @@ package worker
 import (
 	"time"
 
+	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 )
 
 // The outcomes Finished reports.
 const (
-	OutcomeCommitted     = "committed"
+	OutcomeCommitted     = models.OperationCommitted
 	OutcomeRetried       = "retried"
-	OutcomeDead          = "dead"
-	OutcomeReconcileOnly = "reconcile_only"
+	OutcomeDead          = models.OperationDead
+	OutcomeReconcileOnly = models.OperationReconcileOnly
 	OutcomeSnoozed       = "snoozed"
 	OutcomeReleased      = "released"
 	// OutcomeLeaseLost is an operation whose lease was lost while held:

@@ -85,7 +85,7 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		if o.refusal != nil {
 			s.refused.Add(1)
 			r.cfg.Logger.Error("connstore worker: the handler's result is refused", "operation", f.String(),
-				"err", o.refusal, "recorded_as", map[action]string{actDead: "dead", actFailure: KindInvalidResult}[o.act])
+				"err", o.refusal, "recorded_as", map[action]string{actDead: OutcomeDead, actFailure: KindInvalidResult}[o.act])
 		}
 		if o.panicked {
 			s.panicked.Add(1)
