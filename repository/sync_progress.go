@@ -170,19 +170,19 @@ func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressPara
 		return false, nil
 	}
 	k := progressKey{p.ConnectorName, p.OwnerDID}
-	since := cache.snapshot()
-	cur, ok := cache.get(k)
+	since := cache.Snapshot()
+	cur, ok := cache.Get(k)
 	if !ok {
 		return false, nil
 	}
-	res, err := recompute(ctx, p.Recompute, cur)
+	res, err := recompute(ctx, p.Recompute, &cur)
 	if err != nil {
-		cache.forget(k)
+		cache.Forget(k)
 		return false, ctx.Err() // a cancelled call stops here; any other error is the fresh read's to repeat
 	}
-	done, err := r.writeProgress(ctx, p, cur, res, since)
+	done, err := r.writeProgress(ctx, p, &cur, res, since)
 	if err == nil && !done {
-		cache.forget(k)
+		cache.Forget(k)
 	}
 	return done, err
 }
@@ -215,7 +215,7 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 // usable cache).
 func (r *Repository) progressSnapshot() uint64 {
 	if cache := r.progressCached(); cache != nil {
-		return cache.snapshot()
+		return cache.Snapshot()
 	}
 	return 0
 }
@@ -224,7 +224,7 @@ func (r *Repository) progressSnapshot() uint64 {
 // left in the row, where the cache may be used.
 func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent, since uint64) {
 	if cache := r.progressCached(); cache != nil {
-		cache.put(progressKey{p.ConnectorName, p.OwnerDID}, cur, since)
+		cache.Put(progressKey{p.ConnectorName, p.OwnerDID}, cur, since)
 	}
 }
 
