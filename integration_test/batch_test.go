@@ -270,3 +270,109 @@ func TestBatchAndSingleRefuseAlike(t *testing.T) {
 		}
 	})
 }
+
+// TestEveryHolderWriteRefusesAndReplaysAlike: for every lease-holder write,
+// the single call and the batch of one say the same thing about the same
+// row: the same refusal (action, reason, state) for a fence that does not
+// hold it, and a replay, with the same stored row, for a retry of the
+// write that landed.
+func TestEveryHolderWriteRefusesAndReplaysAlike(t *testing.T) {
+	t.Parallel()
+	type pair struct {
+		single func(repository.Fence) (*repository.FencedWrite, error)
+		batch  func(repository.Fence) (*repository.FencedWrite, error)
+		replay bool // a retry of a landed write is a replay (heartbeats extend again instead)
+	}
+	forEachDB(t, func(t *testing.T, e *env) {
+		refusals := map[string]*repository.LeaseLostError{}
+		one := func(out []repository.BatchOutcome, err error) (*repository.FencedWrite, error) {
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+			return out[0].Write, out[0].Err
+		}
+		status := int64(503)
+		until := e.clock.At(time.Hour)
+		writes := map[string]pair{
+			"commit": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return e.repo.CommitOperation(ctx(t), repository.CommitParams{Fence: f})
+				},
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.CommitOperations(ctx(t), []repository.CommitParams{{Fence: f}}))
+				}, replay: true},
+			"failure": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return e.repo.RecordOperationFailure(ctx(t), repository.FailureParams{Fence: f, Kind: "http", HTTPStatus: &status})
+				},
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.RecordOperationFailures(ctx(t), []repository.FailureParams{{Fence: f, Kind: "http", HTTPStatus: &status}}))
+				}, replay: true},
+			"release": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) { return e.repo.ReleaseOperation(ctx(t), f) },
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.ReleaseOperations(ctx(t), []repository.Fence{f}))
+				}, replay: true},
+			"snooze": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return e.repo.SnoozeOperation(ctx(t), repository.SnoozeParams{Fence: f, Until: until})
+				},
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.SnoozeOperations(ctx(t), []repository.SnoozeParams{{Fence: f, Until: until}}))
+				}, replay: true},
+			"reconcile-only": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) { return e.repo.MarkOperationReconcileOnly(ctx(t), f) },
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.FinishOperations(ctx(t), []repository.Fence{f}, models.OperationReconcileOnly))
+				}, replay: true},
+			"heartbeat": {
+				single: func(f repository.Fence) (*repository.FencedWrite, error) {
+					op, err := e.repo.HeartbeatOperation(ctx(t), f, time.Minute)
+					if op == nil {
+						return nil, err
+					}
+					return &repository.FencedWrite{Operation: op}, err
+				},
+				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return one(e.repo.HeartbeatOperations(ctx(t), []repository.Fence{f}, time.Minute))
+				}},
+		}
+		i := 0
+		for name, w := range writes {
+			for _, path := range []string{"single", "batch"} {
+				i++
+				id := fmt.Sprintf("%s-%s", name, path)
+				in := opInput("caller", id)
+				in.OwnerDID = id // so this claim takes this operation, whatever earlier ones left due
+				_, _, err := e.repo.RecordOperation(ctx(t), in)
+				require.NoError(t, err)
+				ops, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute, OwnerDID: id})
+				require.NoError(t, err)
+				require.Len(t, ops, 1)
+				op := ops[0]
+				fence := repository.FenceOf(&op)
+				stale := fence
+				stale.LeaseToken = "not-the-token"
+				call := w.single
+				if path == "batch" {
+					call = w.batch
+				}
+				// The same refusal on both paths (compared below).
+				_, refusal := call(stale)
+				var lost *repository.LeaseLostError
+				require.ErrorAs(t, refusal, &lost, id)
+				lost.Fence.OperationID = name // the ids differ by path; the rest must not
+				first, err := call(fence)
+				require.NoError(t, err, id)
+				again, err := call(fence)
+				if w.replay {
+					require.NoError(t, err, id)
+					require.True(t, again.Replay, "%s: a retry of the landed write is a replay", id)
+					require.Equal(t, first.Operation.State, again.Operation.State, id)
+				}
+				refusals[name+"/"+path] = lost
+			}
+			require.Equal(t, refusals[name+"/single"], refusals[name+"/batch"], "%s: both paths refuse alike", name)
+		}
+		require.Equal(t, 2*len(writes), i)
+	})
+}
