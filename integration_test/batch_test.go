@@ -320,7 +320,9 @@ func TestEveryHolderWriteRefusesAndReplaysAlike(t *testing.T) {
 					return one(e.repo.SnoozeOperations(ctx(t), []repository.SnoozeParams{{Fence: f, Until: until}}))
 				}, replay: true},
 			"reconcile-only": {
-				single: func(f repository.Fence) (*repository.FencedWrite, error) { return e.repo.MarkOperationReconcileOnly(ctx(t), f) },
+				single: func(f repository.Fence) (*repository.FencedWrite, error) {
+					return e.repo.MarkOperationReconcileOnly(ctx(t), f)
+				},
 				batch: func(f repository.Fence) (*repository.FencedWrite, error) {
 					return one(e.repo.FinishOperations(ctx(t), []repository.Fence{f}, models.OperationReconcileOnly))
 				}, replay: true},
