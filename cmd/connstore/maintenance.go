@@ -36,7 +36,7 @@ func retentionRun(ctx context.Context, c *cli) error {
 		}
 	}
 	return c.message(map[string]any{"deleted": total, "passes": passes},
-		fmt.Sprintf("deleted %d finished operations in %d passes", total, passes))
+		fmt.Sprintf("deleted %d finished operations in %d %s", total, passes, map[bool]string{true: "pass", false: "passes"}[passes == 1]))
 }
 
 func authPurgeFlags(c *cli) {
