@@ -4,9 +4,11 @@
 test:
 	bash scripts/test.sh
 
-# gofmt, go vet and staticcheck.
+# gofmt, go vet and staticcheck; states named in SQL come from the models
+# constants, never as retyped literals (scripts/lint-literals.sh).
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	bash scripts/lint-literals.sh
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd otelconnstore && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
