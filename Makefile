@@ -4,11 +4,12 @@
 test:
 	bash scripts/test.sh
 
-# gofmt, go vet and staticcheck; states named in SQL come from the models
-# constants, never as retyped literals (scripts/lint-literals.sh).
+# gofmt, go vet and staticcheck, and the project's own rules
+# (scripts/lint-rules.sh: no state literals in SQL, no dialect branch in
+# the repository).
 lint:
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
-	bash scripts/lint-literals.sh
+	bash scripts/lint-rules.sh
 	go vet ./...
 	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 	cd otelconnstore && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...

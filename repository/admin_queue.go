@@ -227,7 +227,7 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("list operations by state: %w", err)
 	}
-	if !p.Overdue || !r.isPostgres() {
+	if !p.Overdue {
 		return r.listPage(ctx, p)
 	}
 	// The overdue page is one range of the claim index in its order; a
@@ -235,7 +235,7 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 	// sort it (every overdue row, for a page of 50), as it would for a
 	// claim, and is told not to the same way.
 	var rows []models.Operation
-	err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}, {"enable_sort", "off"}},
+	err = r.withPlanSettings(ctx, claimPlan,
 		func(tx *gorm.DB) error {
 			var err error
 			rows, err = r.WithTx(tx).listPage(ctx, p)

@@ -137,7 +137,7 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		seen[k] = true
 		r.prepare(&ws[i])
 	}
-	plan, err := planBatch(r.db.Dialector.Name(), ws)
+	plan, err := planBatch(r.dialect.Name(), ws)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
@@ -206,7 +206,7 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 	// The keys travel as one JSON value, as the batch itself does: a
 	// row-value IN list of thousands of tuples exceeds PostgreSQL's parser
 	// stack and SQLite's bound-parameter limit.
-	from, vars, err := jsonTable(r.db.Dialector.Name(), []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")}, keys)
+	from, vars, err := jsonTable(r.dialect.Name(), []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")}, keys)
 	if err != nil {
 		return nil, err
 	}

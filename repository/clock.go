@@ -23,18 +23,11 @@ const (
 	DatabaseLeaseClock
 )
 
-// dbNowMillis is the database's clock in epoch milliseconds, per dialect.
-// SQLite runs in this process, so its clock is the host's, not NowFunc's.
-var dbNowMillis = map[string]string{
-	"postgres": "FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000)::bigint",
-	"sqlite":   "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-}
-
 // leaseNow is "now" for lease comparisons: the injected clock's epoch
 // milliseconds, or the database clock's SQL expression.
 func (r *Repository) leaseNow() any {
 	if r.leaseClock == DatabaseLeaseClock {
-		return gorm.Expr(dbNowMillis[r.db.Dialector.Name()])
+		return gorm.Expr(r.dialect.NowMillis())
 	}
 	return r.nowMillis()
 }

@@ -27,6 +27,10 @@ var ErrRetriesExhausted = errors.New("connstore: compare-and-swap retries exhaus
 // create or upsert a row its scopes exclude; nothing was written.
 var ErrOutOfScope = errors.New("connstore: key outside the repository's scopes")
 
+// ErrUnsafeSQLite is returned by New for a SQLite handle whose concurrent
+// writers would fail with "database is locked" instead of waiting.
+var ErrUnsafeSQLite = errors.New("connstore: SQLite handle not set up for concurrent writers")
+
 // ErrPluginMissing is returned by New when the hooks plugin is not registered.
 var ErrPluginMissing = errors.New("connstore: optimistic-lock plugin not registered (db.Use(hooks.New(...)))")
 

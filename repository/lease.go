@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connstore/connstore/internal/dialect"
 	"slices"
 	"strings"
 	"time"
@@ -71,12 +72,9 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 				"updated_at":      now.UnixMilli(),
 			}).Error
 	}
-	if r.isPostgres() {
-		err = r.withPlanSettings(ctx, []planSetting{{"enable_bitmapscan", "off"}, {"enable_sort", "off"}},
-			func(tx *gorm.DB) error { return claim(r.WithTx(tx)) })
-	} else {
-		err = claim(r) // one statement, atomic under SQLite's single writer
-	}
+	// A planner with lagging statistics would rather read the whole due
+	// range and sort it: told not to for this statement.
+	err = r.withPlanSettings(ctx, claimPlan, func(tx *gorm.DB) error { return claim(r.WithTx(tx)) })
 	if err != nil {
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
@@ -95,6 +93,10 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 // is over exactly this expression, for attempted rows only, so a claim is one
 // ordered index range, whatever shape the journal is in.
 const dueAtSQL = "COALESCE(next_attempt_at, created_at)"
+
+// claimPlan are the planner settings of a claim and of the overdue listing:
+// one ordered range of the claim index, never a bitmap of it sorted.
+var claimPlan = []dialect.Setting{{Name: "enable_bitmapscan", Value: "off"}, {Name: "enable_sort", Value: "off"}}
 
 // dueToClaim selects the keys a claim leases: attempted rows due by now,
 // earliest due first, with a free or expired lease. It is one range of the
@@ -117,15 +119,11 @@ func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Tim
 	if p.OwnerDID != "" {
 		q = q.Scopes(scopes.Owner(p.OwnerDID))
 	}
-	if r.isPostgres() {
-		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate, Options: clause.LockingOptionsSkipLocked})
-	} else {
-		// SQLite without statistics prefers an equality on state (another
-		// index) and sorts every due row; named, the claim index is used or
-		// the statement fails, never a silent scan.
-		q = q.Table("kubun_connector_operation INDEXED BY kubun_connector_operation_claim_idx")
-	}
-	return q
+	// Concurrent claimers neither block on nor double-claim a row; without
+	// statistics SQLite would prefer an equality on state (another index)
+	// and sort every due row.
+	q = r.dialect.LockRows(q, false, true)
+	return r.dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_claim_idx")
 }
 
 // Fence names a leased operation and the token its holder was given. Every

@@ -30,7 +30,7 @@ func (r *Repository) ListenRecorded(ctx context.Context, wake func()) error {
 	if wake == nil {
 		return invalid("listen: wake is nil")
 	}
-	if !r.isPostgres() {
+	if !r.dialect.Listens() {
 		return ErrListenUnsupported
 	}
 	sqlDB, err := r.db.DB()

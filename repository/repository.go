@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"fmt"
+	"github.com/connstore/connstore/internal/dialect"
 	"log/slog"
 	"time"
 
@@ -50,6 +51,7 @@ type Repository struct {
 	log        *slog.Logger
 	obs        Observer
 	scopes     []scopes.Scope
+	dialect    dialect.Dialect  // what differs between the databases
 	returnOps  clause.Returning // every operation column, by name (see returning)
 	progress   *progressCache   // shared by WithTx/WithScopes copies; see progressCached
 	err        error            // refuses every call (a handle without the plugin)
@@ -67,8 +69,12 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if !hooks.Registered(db) {
 		return nil, ErrPluginMissing
 	}
-	if err := checkSQLite(db); err != nil {
+	d := dialect.Of(db)
+	switch problem, err := d.UnsafePool(db); {
+	case err != nil:
 		return nil, err
+	case problem != "":
+		return nil, fmt.Errorf("%w: %s", ErrUnsafeSQLite, problem)
 	}
 	if opts.NowFunc == nil {
 		opts.NowFunc = time.Now
@@ -84,9 +90,6 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 			return nil, fmt.Errorf("new repository: %w", err)
 		}
 	}
-	if opts.LeaseClock == DatabaseLeaseClock && dbNowMillis[db.Dialector.Name()] == "" {
-		return nil, invalid("database lease clock is not available on %s", db.Dialector.Name())
-	}
 	if opts.LeaseClock != AppLeaseClock && opts.LeaseClock != DatabaseLeaseClock {
 		return nil, invalid("unknown lease clock %d", opts.LeaseClock)
 	}
@@ -101,7 +104,7 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 		return nil, err
 	}
 	return &Repository{db: db, sess: session(db), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
-		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, returnOps: returnOps,
+		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, dialect: d, returnOps: returnOps,
 		progress: newProgressCache(opts.ProgressCache)}, nil
 }
 
@@ -181,10 +184,6 @@ func session(db *gorm.DB) *gorm.DB {
 func (r *Repository) primary(ctx context.Context) *gorm.DB {
 	return r.conn(ctx).Clauses(dbresolver.Write)
 }
-
-// isPostgres reports whether row locks (FOR UPDATE) are available; SQLite
-// serializes writers instead.
-func (r *Repository) isPostgres() bool { return r.db.Dialector.Name() == "postgres" }
 
 // increment is column + 1, quoted by the dialect; table qualifies it where
 // a bare column would be ambiguous (ON CONFLICT DO UPDATE on Postgres).

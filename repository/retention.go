@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connstore/connstore/internal/dialect"
 	"slices"
 	"strings"
 	"time"
@@ -146,7 +147,7 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 	var n int64
 	// The keep rules' subplans make the planner's estimates large enough to
 	// JIT-compile a statement that runs in milliseconds.
-	err = r.withPlanSettings(ctx, []planSetting{{"jit", "off"}}, func(tx *gorm.DB) error {
+	err = r.withPlanSettings(ctx, []dialect.Setting{{Name: "jit", Value: "off"}}, func(tx *gorm.DB) error {
 		var err error
 		n, err = r.WithTx(tx).collectPass(ctx, p)
 		return err
@@ -164,15 +165,11 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 // release the holds finishes broke, delete within the window, hold what the
 // window keeps.
 func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, error) {
-	partitioned := false
-	if r.isPostgres() {
-		// The pass lock, and whether the journal is partitioned, in one
-		// round trip.
-		err := r.base(ctx).Raw(`SELECT c.relkind = 'p' FROM pg_advisory_xact_lock(?, hashtext(current_schema())) AS l,
-			pg_class c WHERE c.oid = 'kubun_connector_operation'::regclass`, retentionLockNamespace).Row().Scan(&partitioned)
-		if err != nil {
-			return 0, err
-		}
+	// The pass lock, and whether the journal is partitioned, in one round
+	// trip.
+	partitioned, err := r.dialect.XactLockPartitioned(r.base(ctx), retentionLockNamespace, "kubun_connector_operation")
+	if err != nil {
+		return 0, err
 	}
 	if err := r.releaseFinished(ctx); err != nil {
 		return 0, err
@@ -181,17 +178,11 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// The window carries the repository's scopes; the keep rules' probes
 	// look across them, as the seed's rules do.
 	window := func() *gorm.DB {
-		q := r.conn(ctx).Model(&models.Operation{})
-		if !r.isPostgres() {
-			// SQLite has no statistics to prefer the partial index over the
-			// state index (and a sort of every judged row) by itself.
-			q = q.Table("kubun_connector_operation INDEXED BY kubun_connector_operation_collect_idx")
-		}
-		columns := judgedColumns
-		if r.isPostgres() {
-			columns += ", tableoid, ctid"
-		}
-		return q.Select(columns).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
+		// Without statistics SQLite would prefer the state index and sort
+		// every judged row.
+		q := r.dialect.ReadIndex(r.conn(ctx).Model(&models.Operation{}), "kubun_connector_operation",
+			"kubun_connector_operation_collect_idx")
+		return q.Select(judgedColumns+r.dialect.RowIDColumns()).Where(judgedSQL, args).Order(collectOrder).Limit(CollectBudget * p.Limit)
 	}
 	// Which rows the statements below change is decided once per statement:
 	// on PostgreSQL by the physical ids their window picks (an array the
@@ -211,13 +202,7 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 			}
 			return q
 		}
-		if partitioned {
-			return "ctid = ANY(ARRAY(?)) AND (tableoid, ctid) IN (?)", []any{sel("o.ctid"), sel("o.tableoid, o.ctid")}
-		}
-		if r.isPostgres() {
-			return "ctid = ANY(ARRAY(?))", []any{sel("o.ctid")}
-		}
-		return "(caller_did, operation_id) IN (?)", []any{sel("o.caller_did, o.operation_id")}
+		return r.dialect.PickRows(partitioned, "caller_did, operation_id", sel)
 	}
 	key, candidates := picked(collectableInWindowSQL, p.Limit)
 	var gone []models.Operation
@@ -230,7 +215,7 @@ func (r *Repository) collectPass(ctx context.Context, p CollectParams) (int64, e
 	// keep is held, so the next pass's window begins after it. Rows the
 	// rules would collect but the limit left stay unheld, first in line.
 	key, kept := picked(keptInWindowSQL, 0)
-	err := hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).Where(key, kept...).UpdateColumn("retention_hold", 1).Error
+	err = hooks.SkipLock(r.base(ctx)).Model(&models.Operation{}).Where(key, kept...).UpdateColumn("retention_hold", 1).Error
 	if err != nil {
 		return 0, err
 	}

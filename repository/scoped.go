@@ -62,7 +62,7 @@ func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKe
 	for i, k := range keys {
 		rows[i] = []any{k.owner, k.connector}
 	}
-	from, vars, err := jsonTableAs(r.db.Dialector.Name(), "connstore_scope",
+	from, vars, err := jsonTableAs(r.dialect.Name(), "connstore_scope",
 		[]jsonrows.Col{jsonrows.Text("owner_did"), jsonrows.Text("connector_name")}, rows)
 	if err != nil {
 		return nil, err

@@ -58,9 +58,7 @@ func (r *Repository) CommitSweepCheckpoint(ctx context.Context, k ReceiptKey) (_
 func (r *Repository) commitCheck(tx *gorm.DB, k ReceiptKey) (*models.SweepReceipt, error) {
 	refuse := func(reason string) error { return &CheckpointRefusedError{Receipt: k, Reason: reason} }
 	q := tx.Scopes(k.scope)
-	if r.isPostgres() {
-		q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate})
-	}
+	q = r.dialect.LockRows(q, false, false)
 	var receipt models.SweepReceipt
 	if err := q.Take(&receipt).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {

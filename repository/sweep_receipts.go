@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/jsonrows"
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // candidateBatch is the rows per candidate INSERT: it bounds the memory a
@@ -96,9 +96,7 @@ func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, c
 			return err
 		}
 		q := tx.Scopes(rec.ReceiptKey.scope)
-		if r.isPostgres() {
-			q = q.Clauses(clause.Locking{Strength: clause.LockingStrengthShare})
-		}
+		q = r.dialect.LockRows(q, true, false)
 		var existing []models.SweepReceipt
 		if err := q.Limit(1).Find(&existing).Error; err != nil {
 			return err
@@ -112,7 +110,7 @@ func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, c
 			}
 		}
 		recorded = true
-		return insertCandidates(tx, rec.ReceiptKey, candidates, now)
+		return insertCandidates(tx, r.dialect, rec.ReceiptKey, candidates, now)
 	})
 	return recorded, err
 }
@@ -121,11 +119,7 @@ func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, c
 // key hashes the schema too, so equal partitions of different schemas do not
 // wait on each other; a hash collision only makes two partitions take turns.
 func (r *Repository) lockPartition(tx *gorm.DB, k PartitionKey) error {
-	if !r.isPostgres() {
-		return nil
-	}
-	return tx.Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || ?))",
-		partitionLockNamespace, "\x1f"+k.OwnerDID+"\x1f"+k.ConnectorName+"\x1f"+k.Partition).Error
+	return r.dialect.XactLock(tx, partitionLockNamespace, "\x1f"+k.OwnerDID+"\x1f"+k.ConnectorName+"\x1f"+k.Partition)
 }
 
 func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
@@ -152,7 +146,7 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 // and per-row reflection would cost more than the inserts. The receipt's
 // key and the constants are bound once per statement; the rows' document,
 // source and model ids travel as one JSON value (see jsonTable).
-func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int64) error {
+func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []CandidateInput, now int64) error {
 	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
 	rows := make([][]any, 0, min(candidateBatch, len(in)))
 	for start := 0; start < len(in); start += candidateBatch {
@@ -160,7 +154,7 @@ func insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int6
 		for _, c := range in[start:min(start+candidateBatch, len(in))] {
 			rows = append(rows, []any{c.DocumentID, c.SourceID, c.ModelID})
 		}
-		from, vars, err := jsonTable(tx.Dialector.Name(), cols, rows)
+		from, vars, err := jsonTable(d.Name(), cols, rows)
 		if err != nil {
 			return err
 		}

@@ -1,58 +1,49 @@
-package repository
+package dialect
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/connstore/connstore/sqliteconn"
-	"gorm.io/gorm"
 )
-
-// ErrUnsafeSQLite is returned by New for a SQLite handle whose concurrent
-// writers would fail with "database is locked" instead of waiting.
-var ErrUnsafeSQLite = errors.New("connstore: SQLite handle not set up for concurrent writers")
 
 const sqliteFix = "open it with sqliteconn.Open, or use a DSN with _journal_mode=WAL&_busy_timeout=5000&_txlock=immediate, " +
 	"or give the pool a single connection (SetMaxOpenConns(1))"
 
-// checkSQLite refuses a pooled SQLite handle without WAL, a busy timeout
-// and immediate write transactions: correctness under concurrency depends
-// on all three, and none of them is visible in an error until writers race.
-func checkSQLite(db *gorm.DB) error {
-	if db.Dialector.Name() != "sqlite" {
-		return nil
-	}
-	raw, err := db.DB()
-	if err != nil || raw.Stats().MaxOpenConnections == 1 || sqliteconn.Opened(raw) {
+// unsafeSQLite says what is missing from a pooled SQLite handle without
+// WAL, a busy timeout or immediate write transactions ("" when nothing
+// is): correctness under concurrency depends on all three, and none of them
+// is visible in an error until writers race.
+func unsafeSQLite(raw *sql.DB) (string, error) {
+	if raw.Stats().MaxOpenConnections == 1 || sqliteconn.Opened(raw) {
 		// One connection is one writer, and a handle from sqliteconn.Open
 		// queues its writers itself: nothing races for SQLite's lock.
-		return nil
+		return "", nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var mode string
 	var busy int64
 	if err := raw.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return fmt.Errorf("check sqlite: %w", err)
+		return "", fmt.Errorf("check sqlite: %w", err)
 	}
 	if err := raw.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
-		return fmt.Errorf("check sqlite: %w", err)
+		return "", fmt.Errorf("check sqlite: %w", err)
 	}
 	switch immediate, err := beginsImmediate(ctx, raw); {
 	case err != nil:
-		return fmt.Errorf("check sqlite: %w", err)
+		return "", fmt.Errorf("check sqlite: %w", err)
 	case !strings.EqualFold(mode, "wal"):
-		return fmt.Errorf("%w: journal mode is %s, not WAL; %s", ErrUnsafeSQLite, mode, sqliteFix)
+		return fmt.Sprintf("journal mode is %s, not WAL; %s", mode, sqliteFix), nil
 	case busy <= 0:
-		return fmt.Errorf("%w: no busy timeout; %s", ErrUnsafeSQLite, sqliteFix)
+		return "no busy timeout; " + sqliteFix, nil
 	case !immediate:
-		return fmt.Errorf("%w: transactions begin deferred, not immediate; %s", ErrUnsafeSQLite, sqliteFix)
+		return "transactions begin deferred, not immediate; " + sqliteFix, nil
 	}
-	return nil
+	return "", nil
 }
 
 // beginsImmediate reports whether a transaction of raw takes the write lock

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Project rules beyond gofmt, vet and staticcheck.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fail=0
+
+# 1. States are never written as SQL literals in the store's packages: they
+#    come from the models constants, so that a predicate shared by two paths
+#    cannot drift between them.
+states="attempted|committed|dead|reconcile_only|pending_verification|verified|repair_failed|pending|present|absent|cancelled|applied|refused|idle|syncing"
+hits=$(grep -nE "'($states)'" repository/*.go scopes/*.go worker/*.go internal/*/*.go 2>/dev/null | grep -v '_test.go:' || true)
+if [ -n "$hits" ]; then
+	echo "state literals outside models (use the models constants):" >&2
+	echo "$hits" >&2
+	fail=1
+fi
+
+# 2. The repository never branches on the database: what differs between
+#    PostgreSQL and SQLite is internal/dialect's.
+hits=$(grep -nE 'Dialector\.Name\(\)|isPostgres|"postgres"|"sqlite"' repository/*.go 2>/dev/null | grep -v '_test.go:' || true)
+if [ -n "$hits" ]; then
+	echo "dialect branches in repository (ask internal/dialect):" >&2
+	echo "$hits" >&2
+	fail=1
+fi
+exit "$fail"
