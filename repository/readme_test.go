@@ -2,6 +2,7 @@ package repository_test
 
 import (
 	"fmt"
+	"go/format"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,9 @@ func TestReadmeBlocksCompile(t *testing.T) {
 	for i, b := range blocks {
 		src := b[1]
 		require.True(t, strings.HasPrefix(src, "package "), "README block %d is not a whole file:\n%s", i+1, src)
+		formatted, err := format.Source([]byte(src))
+		require.NoError(t, err, "README block %d does not parse", i+1)
+		require.Equal(t, string(formatted), src, "README block %d is not gofmt-formatted", i+1)
 		module := ".."
 		if strings.Contains(src, `"github.com/connstore/connstore/otelconnstore"`) {
 			module = "../otelconnstore"
