@@ -33,7 +33,8 @@ type Dialect interface {
 	// key) on PostgreSQL; SQLite's write transaction already serializes.
 	XactLock(tx *gorm.DB, namespace int64, key string) error
 	// XactLockPartitioned is XactLock with an empty key, and reports in the
-	// same round trip whether table is partitioned (PostgreSQL).
+	// same round trip whether table's rows may live in other heaps
+	// (declarative partitions, or inheritance children) on PostgreSQL.
 	XactLockPartitioned(tx *gorm.DB, namespace int64, table string) (partitioned bool, err error)
 	// WithPlanSettings runs fn with planner settings changed for fn only
 	// (PostgreSQL): set for the transaction, and put back after fn when
@@ -94,7 +95,10 @@ func (postgres) XactLock(tx *gorm.DB, namespace int64, key string) error {
 
 func (postgres) XactLockPartitioned(tx *gorm.DB, namespace int64, table string) (bool, error) {
 	var partitioned bool
-	err := tx.Raw(`SELECT c.relkind = 'p' FROM pg_advisory_xact_lock(?, hashtext(current_schema() || '')) AS l,
+	// Declarative partitions (relkind 'p') and inheritance children
+	// (relhassubclass) both put rows of the table in other heaps, whose
+	// physical ids repeat the parent's.
+	err := tx.Raw(`SELECT c.relkind = 'p' OR c.relhassubclass FROM pg_advisory_xact_lock(?, hashtext(current_schema() || '')) AS l,
 		pg_class c WHERE c.oid = CAST(? AS regclass)`, namespace, table).Row().Scan(&partitioned)
 	return partitioned, err
 }
