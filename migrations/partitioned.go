@@ -16,7 +16,8 @@ import (
 // Keeping one owner's operations in one partition would need owner_did in
 // the operation's key, which the seed's schema does not have. Partitions
 // is the number of hash partitions per table, 2 to 1024; any other number
-// is an error.
+// is an error. Rolling back a migration that created tables drops them:
+// run the layout again before migrating up, or they come back unpartitioned.
 func PartitionedLayout(partitions int) ([]string, error) {
 	if partitions < 2 || partitions > 1024 {
 		return nil, fmt.Errorf("connstore: partitioned layout: %d partitions; pass 2 to 1024", partitions)
