@@ -69,7 +69,10 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if !hooks.Registered(db) {
 		return nil, ErrPluginMissing
 	}
-	d := dialect.Of(db)
+	d, err := dialect.Of(db)
+	if err != nil {
+		return nil, fmt.Errorf("new repository: %w: %w", ErrInvalidInput, err)
+	}
 	switch problem, err := d.UnsafePool(db); {
 	case err != nil:
 		return nil, err

@@ -7,6 +7,7 @@
 package dialect
 
 import (
+	"fmt"
 	"strings"
 
 	"gorm.io/gorm"
@@ -60,12 +61,17 @@ type Dialect interface {
 // Setting is one planner setting and the value a statement needs.
 type Setting struct{ Name, Value string }
 
-// Of returns db's dialect: PostgreSQL for "postgres", SQLite otherwise.
-func Of(db *gorm.DB) Dialect {
-	if db.Dialector.Name() == "postgres" {
-		return postgres{}
+// Of returns db's dialect; the store runs on PostgreSQL and SQLite only,
+// any other database is an error.
+func Of(db *gorm.DB) (Dialect, error) {
+	switch name := db.Dialector.Name(); name {
+	case "postgres":
+		return postgres{}, nil
+	case "sqlite":
+		return sqlite{}, nil
+	default:
+		return nil, fmt.Errorf("the store runs on PostgreSQL and SQLite, not %s", name)
 	}
-	return sqlite{}
 }
 
 type postgres struct{}

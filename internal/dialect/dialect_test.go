@@ -35,7 +35,8 @@ func dryRun(t *testing.T) map[string]*gorm.DB {
 
 func TestStatementsPerDialect(t *testing.T) {
 	for name, db := range dryRun(t) {
-		d := Of(db)
+		d, err := Of(db)
+		require.NoError(t, err)
 		require.Equal(t, name, d.Name())
 		q := d.ReadIndex(d.LockRows(db.Model(&row{}).Where("state = ?", "x"), false, true), "t", "t_idx")
 		stmt := q.Find(&[]row{}).Statement
