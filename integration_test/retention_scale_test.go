@@ -23,17 +23,7 @@ import (
 func TestRetentionScaleAt1M(t *testing.T) {
 	e := setup(t, pgKind)
 	now := e.clock.Millis()
-	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
-	// Five rows per document, each of its own caller: every row is the
-	// newest commit of its caller on its document, so every row is kept.
-	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
-		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
-		reissue_intent, document_id, state, attempts, version, incarnation, created_at, updated_at, retention_hold)
-		SELECT 'c' || (g % 5), 'op-' || g, 'n', 'o' || ((g / 5) % 100), 'crm', 'm', 'update', 'a', 't', 'e' || g, 'h', '{}',
-			'doc-' || (g / 5), 'committed', 0, 0, 'i', CAST(? AS BIGINT) - 2000000 + g, CAST(? AS BIGINT) - 2000000 + g,
-			CASE WHEN g <= 500000 THEN 1 END
-		FROM generate_series(1, 1000000) g`, now, now).Error)
-	require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
+	seedKeptJournal(t, e, "'o' || ((g / 5) % 100)", "CASE WHEN g <= 500000 THEN 1 END")
 	scoped, err := e.repo.WithScopes(ctx(t), scopes.Owner("o42"))
 	require.NoError(t, err)
 	const limit = 100

@@ -9,7 +9,6 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
 )
 
 // TestRetentionPassBoundedAt1M (PostgreSQL): on a journal of 1,000,000
@@ -26,56 +25,46 @@ import (
 // beside other tests' million-row journals makes the run I/O-bound.
 func TestRetentionPassBoundedAt1M(t *testing.T) {
 	e := setup(t, pgKind)
-	now := e.clock.Millis()
-	// Statistics lag for as long as the test decides: none are gathered
-	// until it runs ANALYZE itself.
-	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
-	// Five rows per document, each of its own caller: every row is the
-	// newest commit of its caller on its document, so every row is kept.
-	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
-		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
-		reissue_intent, document_id, state, attempts, version, incarnation, created_at, updated_at)
-		SELECT 'c' || (g % 5), 'op-' || g, 'n', 'o' || (g % 5), 'crm', 'm', 'update', 'a', 't', 'e' || g, 'h', '{}',
-			'doc-' || (g / 5), 'committed', 0, 0, 'i', CAST(? AS BIGINT) - 2000000 + g, CAST(? AS BIGINT) - 2000000 + g
-		FROM generate_series(1, 1000000) g`, now, now).Error)
-	// An adopted journal's rows predate the queue of finished documents.
-	require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
+	seedKeptJournal(t, e, "'o' || (g % 5)", "NULL")
 	const limit = 500
 	for _, stats := range []string{"lagging", "fresh"} {
 		if stats == "fresh" {
 			require.NoError(t, e.db.Exec("ANALYZE kubun_connector_operation").Error)
 		}
 		heldBefore := count(t, e.db, &models.Operation{}, "retention_hold IS NOT NULL")
-		var read int64
 		var n int64
-		require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
-			// The backend's pending table counters: this transaction's reads,
-			// plus any earlier one's not yet flushed, hence the difference.
-			reads := func() (int64, error) {
-				var v int64
-				err := tx.Raw(`SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables
-					WHERE relid = 'kubun_connector_operation'::regclass`).Scan(&v).Error
-				return v, err
-			}
-			start, err := reads()
-			if err != nil {
-				return err
-			}
-			n, err = e.repo.WithTx(tx).CollectFinishedOperations(ctx(t), repository.CollectParams{
-				Before: e.clock.Now(), Limit: limit})
-			if err != nil {
-				return err
-			}
-			end, err := reads()
-			read = end - start
+		read := readsOf(t, e, func(repo *repository.Repository) error {
+			var err error
+			n, err = repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: e.clock.Now(), Limit: limit})
 			return err
-		}))
+		})
 		require.Zero(t, n, "%s: every row is kept", stats)
 		heldNow := count(t, e.db, &models.Operation{}, "retention_hold IS NOT NULL")
 		t.Logf("%s statistics: one pass read %d rows, held %d", stats, read, heldNow-heldBefore)
 		require.Equal(t, int64(repository.CollectBudget*limit), heldNow-heldBefore, "%s: the window is held", stats)
 		require.LessOrEqual(t, read, int64(6*repository.CollectBudget*limit), "%s: rows read stay within a multiple of the limit", stats)
 	}
+}
+
+// seedKeptJournal writes 1,000,000 committed operations of documents of
+// five rows each, each row of its own caller, so every row is the newest
+// commit of its caller on its document and the keep rules keep them all;
+// owner and hold are SQL expressions of the row number g. Statistics lag
+// for as long as the test decides: autovacuum is off for the table and
+// none are gathered until the test runs ANALYZE. The queue of finished
+// documents is emptied, as for a journal adopted with its rows.
+func seedKeptJournal(t *testing.T, e *env, owner, hold string) {
+	t.Helper()
+	now := e.clock.Millis()
+	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
+	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
+		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
+		reissue_intent, document_id, state, attempts, version, incarnation, created_at, updated_at, retention_hold)
+		SELECT 'c' || (g % 5), 'op-' || g, 'n', `+owner+`, 'crm', 'm', 'update', 'a', 't', 'e' || g, 'h', '{}',
+			'doc-' || (g / 5), 'committed', 0, 0, 'i', CAST(? AS BIGINT) - 2000000 + g, CAST(? AS BIGINT) - 2000000 + g,
+			`+hold+`
+		FROM generate_series(1, 1000000) g`, now, now).Error)
+	require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
 }
 
 // TestRetentionPlanSQLite: on SQLite a pass's delete and hold read their
