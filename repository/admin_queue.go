@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -111,25 +112,26 @@ func (p OperationCountsParams) normalize() ([]string, time.Duration, error) {
 	if len(states) == 0 {
 		states = []string{models.OperationAttempted, models.OperationDead, models.OperationReconcileOnly}
 	}
-	errs := []error{requireStates(states), optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID)}
-	if p.OverdueAfter < 0 {
-		errs = append(errs, invalid("overdue after %v is negative", p.OverdueAfter))
+	overdue, err := overdueBound(p.OverdueAfter)
+	return states, overdue, errors.Join(requireStates(states), optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID), err)
+}
+
+// overdueBound is how long a due operation may wait before it counts as
+// overdue: d, or DefaultOverdueAfter for zero; a negative d is refused.
+func overdueBound(d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, invalid("overdue after %v is negative", d)
+	case d == 0:
+		return DefaultOverdueAfter, nil
 	}
-	overdue := p.OverdueAfter
-	if overdue == 0 {
-		overdue = DefaultOverdueAfter
-	}
-	return states, overdue, errors.Join(errs...)
+	return d, nil
 }
 
 // requireStates refuses a state no operation can be in.
 func requireStates(states []string) error {
 	for _, s := range states {
-		known := false
-		for _, k := range operationStates {
-			known = known || s == k
-		}
-		if !known {
+		if !slices.Contains(operationStates, s) {
 			return invalid("state %q is not one of %q", s, operationStates)
 		}
 	}
@@ -218,9 +220,9 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 	if p.Overdue && p.State != models.OperationAttempted {
 		errs = append(errs, invalid("only attempted operations can be overdue, not %s", p.State))
 	}
-	if p.OverdueAfter < 0 {
-		errs = append(errs, invalid("overdue after %v is negative", p.OverdueAfter))
-	}
+	overdue, err := overdueBound(p.OverdueAfter)
+	errs = append(errs, err)
+	p.OverdueAfter = overdue
 	if p.After != nil {
 		errs = append(errs, p.After.validate())
 	}
@@ -244,15 +246,12 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 	return rows, err
 }
 
-// listPage reads one ListOperationsByState page (p validated).
+// listPage reads one ListOperationsByState page (p validated, its
+// OverdueAfter resolved).
 func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
 	q := r.conn(ctx).Scopes(scopes.State(p.State))
 	if p.Overdue {
-		overdue := p.OverdueAfter
-		if overdue == 0 {
-			overdue = DefaultOverdueAfter
-		}
-		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-overdue.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
+		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-p.OverdueAfter.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
 			Order(dueAtSQL + ", caller_did, operation_id")
 		if p.After != nil {
 			// The bound on the due time alone is what the claim index

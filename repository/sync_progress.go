@@ -302,11 +302,17 @@ func validateUpdateProgress(p UpdateSyncProgressParams) (int, error) {
 	if p.Recompute == nil {
 		return 0, invalid("recompute is nil")
 	}
-	if p.MaxRetries == nil {
+	return maxRetriesOf(p.MaxRetries)
+}
+
+// maxRetriesOf is a CAS loop's retry bound: *p, or DefaultMaxRetries for
+// nil; a negative bound is refused.
+func maxRetriesOf(p *int) (int, error) {
+	switch {
+	case p == nil:
 		return DefaultMaxRetries, nil
+	case *p < 0:
+		return 0, invalid("max retries %d is negative", *p)
 	}
-	if *p.MaxRetries < 0 {
-		return 0, invalid("max retries %d is negative", *p.MaxRetries)
-	}
-	return *p.MaxRetries, nil
+	return *p, nil
 }

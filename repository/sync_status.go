@@ -97,12 +97,6 @@ func (p SetSyncStatusParams) validate() (int, error) {
 	if p.Error != nil {
 		errs = append(errs, requireText("error", *p.Error))
 	}
-	maxRetries := DefaultMaxRetries
-	if p.MaxRetries != nil {
-		maxRetries = *p.MaxRetries
-		if maxRetries < 0 {
-			errs = append(errs, invalid("max retries %d is negative", maxRetries))
-		}
-	}
-	return maxRetries, errors.Join(errs...)
+	maxRetries, err := maxRetriesOf(p.MaxRetries)
+	return maxRetries, errors.Join(append(errs, err)...)
 }
