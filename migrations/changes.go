@@ -304,3 +304,45 @@ func collectOwnerIndexMigration() *gormigrate.Migration {
 		},
 	}
 }
+
+// leanOperationIndexMigration takes off the journal the index maintenance
+// no statement pays back. Every claim and every finish writes a new version
+// of its row, and each version is inserted into every index whose predicate
+// it matches: index maintenance was most of the database's work per
+// operation. The (state, next_attempt_at) index served claims before the
+// claim index (0012) and the (state, updated_at) one retention passes
+// before the judged-rows index (0013); nothing reads either any more. The
+// keep rules look rows up by document only when there is one (a row without
+// a document is collected without a probe), so the two document indexes
+// hold only rows that have one: an operation recorded without a document
+// (a create, until its commit names what it created) costs them nothing.
+// Rolling back restores the indexes as they were.
+func leanOperationIndexMigration() *gormigrate.Migration {
+	docIndexes := func(where string) []string {
+		return []string{
+			`DROP INDEX IF EXISTS kubun_connector_operation_doc_caller_idx`,
+			`DROP INDEX IF EXISTS kubun_connector_operation_doc_owner_idx`,
+			`CREATE INDEX IF NOT EXISTS kubun_connector_operation_doc_caller_idx
+				ON kubun_connector_operation (document_id, caller_did, created_at)` + where,
+			`CREATE INDEX IF NOT EXISTS kubun_connector_operation_doc_owner_idx
+				ON kubun_connector_operation (document_id, owner_did, created_at)` + where,
+		}
+	}
+	return &gormigrate.Migration{
+		ID: "connstore_0015_lean_operation_indexes",
+		Migrate: func(tx *gorm.DB) error {
+			return execAll(tx, append([]string{
+				`DROP INDEX IF EXISTS kubun_connector_operation_due_idx`,
+				`DROP INDEX IF EXISTS kubun_connector_operation_retention_idx`,
+			}, docIndexes(" WHERE document_id IS NOT NULL")...))
+		},
+		Rollback: func(tx *gorm.DB) error {
+			return execAll(tx, append([]string{
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_due_idx
+					ON kubun_connector_operation (state, next_attempt_at)`,
+				`CREATE INDEX IF NOT EXISTS kubun_connector_operation_retention_idx
+					ON kubun_connector_operation (state, updated_at)`,
+			}, docIndexes("")...))
+		},
+	}
+}

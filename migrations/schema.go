@@ -210,6 +210,7 @@ func all() []*gormigrate.Migration {
 		claimIndexMigration(),
 		retentionQueueMigration(),
 		collectOwnerIndexMigration(),
+		leanOperationIndexMigration(),
 	}
 }
 

@@ -26,11 +26,11 @@ type Operation struct {
 	PayloadHash          string  `gorm:"column:payload_hash;not null"`
 	ReissueIntent        JSON    `gorm:"column:reissue_intent;not null"`
 	ProviderEtag         *string `gorm:"column:provider_etag"`
-	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_held_idx,where:retention_hold IS NOT NULL;index:kubun_connector_operation_doc_caller_idx,priority:1;index:kubun_connector_operation_doc_owner_idx,priority:1"`
+	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_held_idx,where:retention_hold IS NOT NULL;index:kubun_connector_operation_doc_caller_idx,priority:1,where:document_id IS NOT NULL;index:kubun_connector_operation_doc_owner_idx,priority:1,where:document_id IS NOT NULL"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
-	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_due_idx,priority:1;index:kubun_connector_operation_state_key_idx,priority:1;index:kubun_connector_operation_retention_idx,priority:1"`
+	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_state_key_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
-	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_due_idx,priority:2;index:kubun_connector_operation_claim_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted'"`
+	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_claim_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted'"`
 	LastKind             *string `gorm:"column:last_kind"`
 	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
 	Lock
@@ -45,7 +45,7 @@ type Operation struct {
 	// it) later.
 	RetentionHold *int64 `gorm:"column:retention_hold;type:integer"`
 	CreatedAt     int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
-	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_collect_owner_idx,priority:2;index:kubun_connector_operation_retention_idx,priority:2"`
+	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_collect_owner_idx,priority:2"`
 }
 
 // TableName returns the seed's table name.
