@@ -6,7 +6,6 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm/clause"
 )
 
 // FencedWrite is what a lease holder's write left stored.
@@ -43,14 +42,12 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
 	r.prepare(&w)
-	var rows []models.Operation
-	q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
-			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
+	q := r.conn(ctx).Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
+		scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
 	for _, g := range w.guards {
 		q = q.Where(g.expr())
 	}
-	err := q.Updates(w.set).Error
+	rows, err := r.updateOperations(q, w.set)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", w.action, w.fence, err)
 	}
