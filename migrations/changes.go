@@ -1,6 +1,9 @@
 package migrations
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -344,5 +347,47 @@ func leanOperationIndexMigration() *gormigrate.Migration {
 					ON kubun_connector_operation (state, updated_at)`,
 			}, docIndexes("")...))
 		},
+	}
+}
+
+// journalKeyColumns are the journal's text columns its indexes order by (and
+// connector_name, which the admin counts group and order by).
+var journalKeyColumns = []string{"caller_did", "operation_id", "owner_did", "connector_name", "document_id", "state"}
+
+// byteOrderMigration makes PostgreSQL compare the journal's identifier
+// columns byte by byte (COLLATE "C"), as SQLite (BINARY) and Go
+// (strings.Compare) already do. The columns hold DIDs, ids and states, not
+// words: a locale's ordering is of no use to them, and every index insert
+// and probe paid for it (strcoll on each comparison, a tenth of the
+// server's work in the worker pool's claim and commit). Keyset pages over
+// these columns (listings, the due sweep) now follow the same order on both
+// databases. A partition key column (caller_did in PartitionedLayout, which
+// declares it COLLATE "C" from the start) cannot change its collation and
+// is left as it is. On SQLite it changes nothing. Only the indexes over
+// these columns are rebuilt, not the table; a view over the journal's
+// columns makes the ALTER fail, and the migration with it, unchanged.
+func byteOrderMigration() *gormigrate.Migration {
+	alter := func(tx *gorm.DB, collation string) error {
+		if tx.Dialector.Name() != "postgres" {
+			return nil
+		}
+		var partKeys []string
+		if err := tx.Raw(`SELECT a.attname FROM pg_partitioned_table p
+			JOIN pg_attribute a ON a.attrelid = p.partrelid AND a.attnum = ANY (p.partattrs)
+			WHERE p.partrelid = 'kubun_connector_operation'::regclass`).Scan(&partKeys).Error; err != nil {
+			return err
+		}
+		var clauses []string
+		for _, c := range journalKeyColumns {
+			if !slices.Contains(partKeys, c) {
+				clauses = append(clauses, "ALTER COLUMN "+c+" TYPE TEXT COLLATE "+collation)
+			}
+		}
+		return tx.Exec("ALTER TABLE kubun_connector_operation " + strings.Join(clauses, ", ")).Error
+	}
+	return &gormigrate.Migration{
+		ID:       "connstore_0016_journal_byte_order",
+		Migrate:  func(tx *gorm.DB) error { return alter(tx, `"C"`) },
+		Rollback: func(tx *gorm.DB) error { return alter(tx, `"default"`) },
 	}
 }

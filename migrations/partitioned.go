@@ -26,7 +26,7 @@ func PartitionedLayout(partitions int) ([]string, error) {
 		{"kubun_connector_sync_state", "connector_name TEXT NOT NULL, owner_did TEXT NOT NULL",
 			"connector_name, owner_did", "owner_did"},
 		{"kubun_connector_pending_auth", "state TEXT NOT NULL", "state", "state"},
-		{"kubun_connector_operation", "caller_did TEXT NOT NULL, operation_id TEXT NOT NULL",
+		{"kubun_connector_operation", `caller_did TEXT COLLATE "C" NOT NULL, operation_id TEXT COLLATE "C" NOT NULL`,
 			"caller_did, operation_id", "caller_did"},
 		{"kubun_connector_projection_watch", "owner_did TEXT NOT NULL, connector_name TEXT NOT NULL, model TEXT NOT NULL, " +
 			"account_key TEXT NOT NULL, source_id TEXT NOT NULL",

@@ -211,6 +211,7 @@ func all() []*gormigrate.Migration {
 		retentionQueueMigration(),
 		collectOwnerIndexMigration(),
 		leanOperationIndexMigration(),
+		byteOrderMigration(),
 	}
 }
 
