@@ -10,7 +10,9 @@ import (
 // TestInKeyOrder: claimed rows come back in (caller, operation id) order,
 // bytewise, whatever order the database returned them in.
 func TestInKeyOrder(t *testing.T) {
-	op := func(c, id string) models.Operation { return models.Operation{CallerDID: c, OperationID: id, NodeKey: c + id} }
+	op := func(c, id string) models.Operation {
+		return models.Operation{CallerDID: c, OperationID: id, NodeKey: c + id}
+	}
 	for _, tc := range []struct {
 		name     string
 		in, want []models.Operation
