@@ -222,13 +222,3 @@ func seedJournal(ctx context.Context, db *gorm.DB, n int) error {
 	}
 	return nil
 }
-
-func dropSchema(ctx context.Context, db *gorm.DB) error {
-	return db.WithContext(ctx).Exec("DROP SCHEMA " + currentSchema(db) + " CASCADE").Error
-}
-
-func currentSchema(db *gorm.DB) string {
-	var s string
-	db.Raw("SELECT current_schema()").Scan(&s)
-	return s
-}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,11 +77,12 @@ func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 }
 
 // poolRun times the worker pool from start until every operation is committed.
-func poolRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration, error) {
+func poolRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Duration, err error) {
 	db, repo, _, err := store(ctx, dsn, repositoryOptions())
 	if err != nil {
 		return 0, err
 	}
+	defer func() { err = errors.Join(err, dropSchema(ctx, db)) }()
 	now := time.Now().UnixMilli()
 	rows := make([]models.Operation, jobs)
 	for i := range rows {
@@ -115,7 +117,7 @@ func poolRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration,
 // riverRun times River from start until its last row was completed in the
 // database (its finalized_at), configured as River's own benchmark is
 // (FetchCooldown 1 ms).
-func riverRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration, error) {
+func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Duration, err error) {
 	schema, sdsn, err := freshSchema(ctx, dsn, "rv")
 	if err != nil {
 		return 0, err
@@ -125,6 +127,10 @@ func riverRun(ctx context.Context, dsn string, jobs, workers int) (time.Duration
 		return 0, err
 	}
 	defer pool.Close()
+	defer func() {
+		_, dropErr := pool.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE")
+		err = errors.Join(err, dropErr)
+	}()
 	driver := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema})
 	if err != nil {
