@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -53,34 +54,57 @@ var throughputPairs = []struct {
 func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 	for _, pair := range throughputPairs {
 		var ours, theirs, rounds []float64
+		// CPU per item of each side's runs: client, server.
+		var cpu [2][2][]float64
 		for i := range throughputRounds {
 			rates := [2]float64{}
 			for _, k := range alternate(i) {
-				var d time.Duration
+				var m measured
 				var err error
 				if k == 0 {
-					d, err = poolRun(ctx, dsn, jobs, pair.pool)
+					m, err = poolRun(ctx, dsn, jobs, pair.pool)
 				} else {
-					d, err = riverRun(ctx, dsn, jobs, pair.river)
+					m, err = riverRun(ctx, dsn, jobs, pair.river)
 				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", pair.name, err)
 				}
-				rates[k] = float64(jobs) / d.Seconds()
+				rates[k] = float64(jobs) / m.took.Seconds()
+				cpu[k][0] = append(cpu[k][0], float64(m.cpu.client.Microseconds())/float64(jobs))
+				cpu[k][1] = append(cpu[k][1], float64(m.cpu.server.Microseconds())/float64(jobs))
 			}
 			ours, theirs, rounds = append(ours, rates[0]), append(theirs, rates[1]), append(rounds, rates[0]/rates[1])
 		}
 		rep.add(row{group: "throughput", name: pair.name, ours: median(ours), theirs: median(theirs), higherBetter: true,
 			anchor: "River v0.51.2", target: pair.target, rounds: rounds})
+		rep.notes = append(rep.notes, fmt.Sprintf("CPU per item, %s: connstore %.1f µs in the process + %.1f µs in the "+
+			"server; River %.1f µs + %.1f µs (medians of the rounds).", strings.TrimSuffix(pair.name, " (ops/s)"),
+			median(cpu[0][0]), median(cpu[0][1]), median(cpu[1][0]), median(cpu[1][1])))
 	}
 	return nil
 }
 
+// measured is one timed run: how long it took and the CPU it used.
+type measured struct {
+	took time.Duration
+	cpu  cpuUse
+}
+
+// stopwatch starts timing a run; its stop returns the run's measurement.
+func stopwatch() func() measured {
+	cpu := cpuNow() // read before the clock starts: reading /proc takes a while
+	start := time.Now()
+	return func() measured {
+		took := time.Since(start)
+		return measured{took: took, cpu: cpuNow().sub(cpu)}
+	}
+}
+
 // poolRun times the worker pool from start until every operation is committed.
-func poolRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Duration, err error) {
+func poolRun(ctx context.Context, dsn string, jobs, workers int) (_ measured, err error) {
 	db, repo, _, err := store(ctx, dsn, repositoryOptions())
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	defer func() { err = errors.Join(err, dropSchema(ctx, db)) }()
 	now := time.Now().UnixMilli()
@@ -93,37 +117,37 @@ func poolRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Duratio
 			CreatedAt: now, UpdatedAt: now}
 	}
 	if err := db.CreateInBatches(rows, 1000).Error; err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: poolBatchPerWorker * workers, LeaseFor: time.Minute,
 		PollInterval: time.Millisecond, FlushEvery: time.Millisecond,
 		Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	start := time.Now()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := stopwatch()
 	ran := make(chan error, 1)
 	go func() { ran <- pool.Run(runCtx) }()
 	for pool.Stats().Committed < int64(jobs) {
 		time.Sleep(time.Millisecond)
 	}
-	elapsed := time.Since(start)
-	stop()
-	return elapsed, <-ran
+	m := stop()
+	cancel()
+	return m, <-ran
 }
 
 // riverRun times River from start until it reports every job's completion
 // persisted, configured as River's own benchmark is (FetchCooldown 1 ms).
-func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Duration, err error) {
+func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ measured, err error) {
 	schema, sdsn, err := freshSchema(ctx, dsn, "rv")
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	pool, err := pgxpool.New(ctx, sdsn)
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	defer pool.Close()
 	defer func() {
@@ -133,23 +157,23 @@ func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Durati
 	driver := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema})
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	ws := river.NewWorkers()
 	river.AddWorker(ws, noopWorker{})
 	client, err := river.NewClient(driver, &river.Config{Schema: schema, Workers: ws, FetchCooldown: time.Millisecond,
 		FetchPollInterval: time.Millisecond, Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}}})
 	if err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	params := make([]river.InsertManyParams, 0, 1000)
 	for i := 0; i < jobs; i++ {
 		if params = append(params, river.InsertManyParams{Args: noopArgs{}}); len(params) == 1000 || i == jobs-1 {
 			if _, err := client.InsertMany(ctx, params); err != nil {
-				return 0, err
+				return measured{}, err
 			}
 			params = params[:0]
 		}
@@ -162,9 +186,9 @@ func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Durati
 	done, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs,
 		Kinds: []river.EventKind{river.EventKindJobCompleted}})
 	defer unsubscribe()
-	start := time.Now()
+	stop := stopwatch()
 	if err := client.Start(ctx); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	timeout := time.NewTimer(time.Minute)
 	defer timeout.Stop()
@@ -172,18 +196,18 @@ func riverRun(ctx context.Context, dsn string, jobs, workers int) (_ time.Durati
 		select {
 		case <-done:
 		case <-timeout.C:
-			return 0, errors.New("river: not every job completed within a minute")
+			return measured{}, errors.New("river: not every job completed within a minute")
 		}
 	}
-	elapsed := time.Since(start)
+	m := stop()
 	var completed int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+schema+".river_job WHERE state = 'completed'").Scan(&completed); err != nil {
-		return 0, err
+		return measured{}, err
 	}
 	if completed != jobs {
-		return 0, fmt.Errorf("river: %d of %d jobs completed after as many completion events", completed, jobs)
+		return measured{}, fmt.Errorf("river: %d of %d jobs completed after as many completion events", completed, jobs)
 	}
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return elapsed, client.Stop(stopCtx)
+	return m, client.Stop(stopCtx)
 }
