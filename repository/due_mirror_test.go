@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/due"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -17,7 +18,7 @@ import (
 )
 
 // TestScheduledMirrorsTheSQLPredicate: the in-memory branch rule of the due
-// sweep (scheduled) sorts every kind of watch row exactly as the SQL
+// sweep (due.Scheduled) sorts every kind of watch row exactly as the SQL
 // predicate it mirrors (scopes.WatchScheduled) selects it: every status,
 // with no schedule, a schedule in the past, now and in the future.
 func TestScheduledMirrorsTheSQLPredicate(t *testing.T) {
@@ -40,7 +41,7 @@ func TestScheduledMirrorsTheSQLPredicate(t *testing.T) {
 		Pluck("source_id", &inSQL).Error)
 	var inGo []string
 	for i := range rows {
-		if scheduled(&rows[i], now.UnixMilli()) {
+		if due.Scheduled(&rows[i], now.UnixMilli()) {
 			inGo = append(inGo, rows[i].SourceID)
 		}
 	}
