@@ -7,6 +7,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm/clause"
 )
 
 // CancelledKind is the last_kind CancelOperation stores on the operation it
@@ -115,12 +116,13 @@ func (r *Repository) operatorWrite(ctx context.Context, action string, k Operati
 	guard scopes.Scope, set map[string]any) (*models.Operation, error) {
 	const attempts = 3
 	for range attempts {
-		q := r.conn(ctx).Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID), scopes.State(from...))
+		var rows []models.Operation
+		q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+			Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID), scopes.State(from...))
 		if guard != nil {
 			q = q.Scopes(guard)
 		}
-		rows, err := r.updateOperations(q, set)
-		if err != nil {
+		if err := q.Updates(set).Error; err != nil {
 			return nil, fmt.Errorf("%s operation %s: %w", action, k, err)
 		}
 		if len(rows) == 1 {

@@ -141,19 +141,19 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
+	var rows []models.Operation
 	// The state and lease conditions are written so no index can serve
 	// them (state || '', lease_expires_at + 0): SQLite would otherwise drive
 	// the join from the operation table through the state index, every live
 	// lease joined to a scan of the batch's rows. Left with the primary key
 	// as the only way in, both databases drive from the batch's rows and
 	// find each operation by its key, whatever else the table holds.
-	q := r.conn(ctx).Clauses(plan.from).
+	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).
 		Where("state || '' = ? AND lease_expires_at + 0 >= ?", models.OperationAttempted, r.leaseNow())
 	for _, c := range plan.where {
 		q = q.Where(c)
 	}
-	rows, err := r.updateOperations(q, plan.set)
-	if err != nil {
+	if err := q.Updates(plan.set).Error; err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
 	written := make(map[opKey]*models.Operation, len(rows))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
+	"gorm.io/gorm/clause"
 )
 
 // FencedWrite is what a lease holder's write left stored.
@@ -42,12 +43,14 @@ func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWr
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
 	r.prepare(&w)
-	q := r.conn(ctx).Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
-		scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
+	var rows []models.Operation
+	q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
+			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
 	for _, g := range w.guards {
 		q = q.Where(g.expr())
 	}
-	rows, err := r.updateOperations(q, w.set)
+	err := q.Updates(w.set).Error
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", w.action, w.fence, err)
 	}

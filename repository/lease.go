@@ -13,6 +13,7 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // ClaimParams selects and leases due operations.
@@ -58,9 +59,9 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// on state, and sorts them, on every claim; the claim index read in
 	// order stops at the limit and needs neither.
 	claim := func(in *Repository) error {
-		var err error
-		rows, err = in.updateOperations(in.conn(ctx).Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)),
-			map[string]any{
+		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
+			Updates(map[string]any{
 				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				// Not due again until the lease would expire: a held row
 				// leaves the claim's index range, and a crashed holder's
@@ -69,8 +70,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 				// lease itself follows the lease clock).
 				"next_attempt_at": now.Add(p.LeaseFor).UnixMilli(),
 				"updated_at":      now.UnixMilli(),
-			})
-		return err
+			}).Error
 	}
 	// A planner with lagging statistics would rather read the whole due
 	// range and sort it: told not to for this statement.

@@ -53,7 +53,6 @@ type Repository struct {
 	scopes     []scopes.Scope
 	dialect    dialect.Dialect  // what differs between the databases
 	returnOps  clause.Returning // every operation column, by name (see returning)
-	ops        operationScanner // reads rows of returnOps' columns
 	progress   *progressCache   // shared by WithTx/WithScopes copies; see progressCached
 	err        error            // refuses every call (a handle without the plugin)
 }
@@ -107,12 +106,8 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops, err := newOperationScanner(returnOps)
-	if err != nil {
-		return nil, err
-	}
 	return &Repository{db: db, sess: session(db), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
-		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, dialect: d, returnOps: returnOps, ops: ops,
+		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, dialect: d, returnOps: returnOps,
 		progress: newProgressCache(opts.ProgressCache)}, nil
 }
 
