@@ -1,0 +1,94 @@
+package integrationtest
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/connstore/connstore/connstoretest"
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/repository"
+	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// icuDatabase creates a database whose default collation is ICU en-US (a
+// server locale that does not order by bytes) and returns its DSN.
+func icuDatabase(t *testing.T) string {
+	t.Helper()
+	dsn := pgSchemaDSN(t)
+	admin, err := gorm.Open(postgres.Open(os.Getenv(pgEnv)), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	adminDB, _ := admin.DB()
+	name := "icu_" + randomHex(6)
+	require.NoError(t, admin.Exec("CREATE DATABASE "+name+" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'").Error)
+	t.Cleanup(func() {
+		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
+		_ = adminDB.Close()
+	})
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.Path = "/" + name
+	q := u.Query()
+	q.Del("search_path")
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// TestJournalByteOrderUnderICULocale: on a server whose locale is ICU
+// en-US (which does not order by bytes), the journal's keyset pages list
+// keys in strings.Compare order, for a plain journal and for one laid out
+// with PartitionedLayout. (A journal partitioned before migration 0016 keeps
+// its partition key, caller_did, in the server's order: a partition key's
+// collation cannot change. RELIABILITY.md says so.)
+func TestJournalByteOrderUnderICULocale(t *testing.T) {
+	t.Parallel()
+	for _, leg := range []string{"plain", "partitioned"} {
+		t.Run(leg, func(t *testing.T) {
+			t.Parallel()
+			dsn := icuDatabase(t)
+			db := openDSN(t, pgKind, dsn)
+			if leg != "plain" {
+				layout, err := migrations.PartitionedLayout(4)
+				require.NoError(t, err)
+				for _, stmt := range layout {
+					require.NoError(t, db.Exec(stmt).Error)
+				}
+			}
+			e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
+			require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
+			require.NoError(t, migrations.Migrate(context.Background(), db))
+			repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+			require.NoError(t, err)
+			callers := []string{"b", "B", "a", "é", "e", "Z", "_", "ä"}
+			for _, c := range callers {
+				in := opInput(c, "op")
+				in.OwnerDID = "bytes"
+				_, _, err := repo.RecordOperation(ctx(t), in)
+				require.NoError(t, err)
+			}
+			want := slices.Clone(callers)
+			slices.SortFunc(want, strings.Compare)
+			work, err := repo.ListDueOperations(ctx(t), repository.DueParams{Now: e.clock.Now(), ReadWinners: noWinners, PageSize: 3})
+			require.NoError(t, err)
+			var got []string
+			for _, op := range work.Operations {
+				got = append(got, op.CallerDID)
+			}
+			require.Equal(t, want, got, "the due sweep's keyset pages")
+			page, err := repo.ListOperationsByOwner(ctx(t), repository.ListOperationsParams{OwnerDID: "bytes", Limit: 100})
+			require.NoError(t, err)
+			got = got[:0]
+			for _, op := range page {
+				got = append(got, op.CallerDID)
+			}
+			require.Equal(t, want, got, "the owner listing")
+		})
+	}
+}

@@ -1,0 +1,34 @@
+package integrationtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/connstore/connstore/migrations"
+	"github.com/stretchr/testify/require"
+)
+
+// TestRollbackLeanIndexesAndByteOrderThenMigrate: rolling back 0016 and
+// 0015 and migrating again leaves the schema as a straight migration did.
+func TestRollbackLeanIndexesAndByteOrderThenMigrate(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		before := catalog(t, e)
+		idx := indexes(t, e.kind, e.db)
+		c := context.Background()
+		require.NoError(t, migrations.RollbackLast(c, e.db))
+		require.NoError(t, migrations.RollbackLast(c, e.db))
+		require.NoError(t, migrations.Migrate(c, e.db))
+		require.Equal(t, before, catalog(t, e))
+		require.Equal(t, idx, indexes(t, e.kind, e.db))
+		if e.kind == pgKind {
+			var collations []string
+			require.NoError(t, e.db.Raw(`SELECT column_name || ':' || COALESCE(collation_name, 'default')
+				FROM information_schema.columns WHERE table_schema = current_schema()
+					AND table_name = 'kubun_connector_operation'
+					AND column_name IN ('caller_did', 'operation_id', 'owner_did', 'connector_name', 'document_id', 'state')
+				ORDER BY column_name`).Scan(&collations).Error)
+			require.Equal(t, []string{"caller_did:C", "connector_name:C", "document_id:C", "operation_id:C", "owner_did:C", "state:C"}, collations)
+		}
+	})
+}
