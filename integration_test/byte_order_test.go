@@ -7,6 +7,7 @@ import (
 
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 // TestJournalKeysOrderByBytes: the journal's identifier columns compare
@@ -37,13 +38,20 @@ func TestJournalKeysOrderByBytes(t *testing.T) {
 		if e.kind != pgKind {
 			return
 		}
-		var collations []string
-		require.NoError(t, e.db.Raw(`SELECT column_name || ':' || COALESCE(collation_name, 'default')
-			FROM information_schema.columns WHERE table_schema = current_schema()
-				AND table_name = 'kubun_connector_operation'
-				AND column_name IN ('caller_did', 'operation_id', 'owner_did', 'connector_name', 'document_id', 'state')
-			ORDER BY column_name`).Scan(&collations).Error)
 		require.Equal(t, []string{"caller_did:C", "connector_name:C", "document_id:C", "operation_id:C", "owner_did:C", "state:C"},
-			collations)
+			journalCollations(t, e.db))
 	})
+}
+
+// journalCollations lists the journal's identifier columns with their
+// collations (PostgreSQL), as "column:collation".
+func journalCollations(t *testing.T, db *gorm.DB) []string {
+	t.Helper()
+	var collations []string
+	require.NoError(t, db.Raw(`SELECT column_name || ':' || COALESCE(collation_name, 'default')
+		FROM information_schema.columns WHERE table_schema = current_schema()
+			AND table_name = 'kubun_connector_operation'
+			AND column_name IN ('caller_did', 'operation_id', 'owner_did', 'connector_name', 'document_id', 'state')
+		ORDER BY column_name`).Scan(&collations).Error)
+	return collations
 }

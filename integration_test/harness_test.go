@@ -188,14 +188,15 @@ func pgDatabaseDSN(t testing.TB) string {
 // newDatabase creates a database named prefix + random hex through the
 // server at adminDSN, drops it (connections and all) when the test ends, and
 // returns dsn pointed at it, without a search_path.
-func newDatabase(t testing.TB, adminDSN, dsn, prefix string) string {
+func newDatabase(t testing.TB, adminDSN, dsn, prefix string, options ...string) string {
 	t.Helper()
 	admin, err := gorm.Open(postgres.Open(adminDSN), &gorm.Config{Logger: logger.Discard})
 	require.NoError(t, err, "the server at %s is not reachable", adminDSN)
 	adminDB, err := admin.DB()
 	require.NoError(t, err)
 	name := prefix + randomHex(8)
-	require.NoError(t, admin.Exec("CREATE DATABASE "+name).Error, "the server at %s is not reachable", adminDSN)
+	require.NoError(t, admin.Exec(strings.Join(append([]string{"CREATE DATABASE", name}, options...), " ")).Error,
+		"the server at %s is not reachable", adminDSN)
 	t.Cleanup(func() {
 		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
 		_ = adminDB.Close()

@@ -2,7 +2,6 @@ package integrationtest
 
 import (
 	"context"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -13,32 +12,14 @@ import (
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
-	"gorm.io/driver/postgres"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // icuDatabase creates a database whose default collation is ICU en-US (a
 // server locale that does not order by bytes) and returns its DSN.
 func icuDatabase(t *testing.T) string {
 	t.Helper()
-	dsn := pgSchemaDSN(t)
-	admin, err := gorm.Open(postgres.Open(os.Getenv(pgEnv)), &gorm.Config{Logger: logger.Discard})
-	require.NoError(t, err)
-	adminDB, _ := admin.DB()
-	name := "icu_" + randomHex(6)
-	require.NoError(t, admin.Exec("CREATE DATABASE "+name+" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'").Error)
-	t.Cleanup(func() {
-		_ = admin.Exec("DROP DATABASE " + name + " WITH (FORCE)").Error
-		_ = adminDB.Close()
-	})
-	u, err := url.Parse(dsn)
-	require.NoError(t, err)
-	u.Path = "/" + name
-	q := u.Query()
-	q.Del("search_path")
-	u.RawQuery = q.Encode()
-	return u.String()
+	return newDatabase(t, os.Getenv(pgEnv), pgSchemaDSN(t), "icu_",
+		"TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
 }
 
 // TestJournalByteOrderUnderICULocale: on a server whose locale is ICU
