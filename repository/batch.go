@@ -141,7 +141,7 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
 	}
-	var rows []models.Operation
+	rows := make([]models.Operation, 0, len(ws)) // scanned in place, not grown
 	// The state and lease conditions are written so no index can serve
 	// them (state || '', lease_expires_at + 0): SQLite would otherwise drive
 	// the join from the operation table through the state index, every live

@@ -52,7 +52,10 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 		return nil, fmt.Errorf("claim operations: %w", err)
 	}
 	now := r.now()
-	var rows []models.Operation
+	// Room for the claim up front (up to a bound: a huge Limit must not
+	// allocate before anything is due): gorm scans into a slice with
+	// capacity in place, where an empty one grows by copying its rows.
+	rows := make([]models.Operation, 0, min(p.Limit, 4096))
 	// Bitmap scans and sorts off: with statistics that lag the queue (a due
 	// backlog the last ANALYZE did not see), the planner expects a handful
 	// of due rows and reads all of them, through a bitmap or another index
