@@ -137,9 +137,20 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		seen[k] = true
 		r.prepare(&ws[i])
 	}
-	plan, err := planBatch(r.dialect.Name(), ws)
+	out, err := r.applyFenced(ctx, ws)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", action, err)
+	}
+	return out, nil
+}
+
+// applyFenced runs validated, prepared writes as one UPDATE joined to their
+// rows (see planBatch) and explains each: the one statement of every lease
+// holder's write, single (a batch of one) or batched.
+func (r *Repository) applyFenced(ctx context.Context, ws []fencedWrite) ([]BatchOutcome, error) {
+	plan, err := planBatch(r.dialect.Name(), ws)
+	if err != nil {
+		return nil, err
 	}
 	rows := make([]models.Operation, 0, len(ws)) // scanned in place, not grown
 	// The state and lease conditions are written so no index can serve
@@ -154,18 +165,18 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 		q = q.Where(c)
 	}
 	if err := q.Updates(plan.set).Error; err != nil {
-		return nil, fmt.Errorf("%s: %w", action, err)
+		return nil, err
 	}
 	written := make(map[opKey]*models.Operation, len(rows))
 	for i := range rows {
 		written[opKey{rows[i].CallerDID, rows[i].OperationID}] = &rows[i]
 	}
-	return r.outcomes(ctx, action, ws, written)
+	return r.outcomes(ctx, ws, written)
 }
 
 // outcomes explains every write: written rows as they were returned, the
 // others from one read of their stored rows.
-func (r *Repository) outcomes(ctx context.Context, action string, ws []fencedWrite, written map[opKey]*models.Operation) ([]BatchOutcome, error) {
+func (r *Repository) outcomes(ctx context.Context, ws []fencedWrite, written map[opKey]*models.Operation) ([]BatchOutcome, error) {
 	var refused []Fence
 	for _, w := range ws {
 		if written[keyOf(w.fence)] == nil {
@@ -174,7 +185,7 @@ func (r *Repository) outcomes(ctx context.Context, action string, ws []fencedWri
 	}
 	stored, err := r.readFenced(ctx, refused)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", action, err)
+		return nil, err
 	}
 	out := make([]BatchOutcome, len(ws))
 	for i, w := range ws {

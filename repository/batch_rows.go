@@ -18,15 +18,6 @@ type guard struct {
 	orNull bool
 }
 
-// expr is the guard as one row's condition.
-func (g guard) expr() clause.Expression {
-	eq := clause.Eq{Column: clause.Column{Name: g.col}, Value: g.value}
-	if g.orNull {
-		return clause.Or(clause.Eq{Column: clause.Column{Name: g.col}, Value: nil}, eq)
-	}
-	return eq
-}
-
 // batchPlan is one batched fenced write as a join: the per-row values travel
 // as one JSON parameter that the FROM clause reads back as a table v, matched
 // to the operations by primary key and token. The statement text depends on

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/models"
-	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm/clause"
 )
 
 // FencedWrite is what a lease holder's write left stored.
@@ -37,27 +35,19 @@ type fencedWrite struct {
 // fencedUpdate applies w only while the operation is attempted and still
 // leased under the fence's token at the lease clock's now. Otherwise nothing
 // changes and the stored row says why: a replay of this very write, a
-// *LeaseLostError with the reason, or ErrNotFound.
+// *LeaseLostError with the reason, or ErrNotFound. A single write is a batch
+// of one: the same statement and the same explanation as the batched
+// writes, so the two cannot drift apart.
 func (r *Repository) fencedUpdate(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
 	if err := w.validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", w.action, err)
 	}
 	r.prepare(&w)
-	var rows []models.Operation
-	q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-		Scopes(scopes.Caller(w.fence.CallerDID), scopes.Eq("operation_id", w.fence.OperationID),
-			scopes.State(models.OperationAttempted), scopes.LeaseHeldAt(w.fence.LeaseToken, r.leaseNow()))
-	for _, g := range w.guards {
-		q = q.Where(g.expr())
-	}
-	err := q.Updates(w.set).Error
+	out, err := r.applyFenced(ctx, []fencedWrite{w})
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", w.action, w.fence, err)
 	}
-	if len(rows) == 1 {
-		return &FencedWrite{Operation: &rows[0]}, nil
-	}
-	return r.refused(ctx, w)
+	return out[0].Write, out[0].Err
 }
 
 // validate checks the fence and every value the write would store, the one
@@ -81,17 +71,6 @@ func (r *Repository) prepare(w *fencedWrite) {
 	if w.ends {
 		w.set["lease_token"], w.set["lease_expires_at"], w.set["ended_lease_token"] = nil, nil, w.fence.LeaseToken
 	}
-}
-
-// refused reads the row a fenced write did not change and explains why.
-// The read comes after the refusal, so it may show a later state; a replay
-// is still exact, since only this fence's own write records its token.
-func (r *Repository) refused(ctx context.Context, w fencedWrite) (*FencedWrite, error) {
-	op, err := r.getOperation(ctx, OperationKey{CallerDID: w.fence.CallerDID, OperationID: w.fence.OperationID})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", w.action, err)
-	}
-	return r.explain(ctx, w, op)
 }
 
 // explain says why w did not change the stored row op: a replay of this
