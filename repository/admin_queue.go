@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -75,16 +76,8 @@ func (r *Repository) CountOperations(ctx context.Context, p OperationCountsParam
 	}
 	now := r.nowMillis()
 	overdueAt := now - overdueAfter.Milliseconds()
-	ready := "state = '" + models.OperationAttempted + "' AND " + dueAtSQL + " <= ? AND (lease_token IS NULL OR lease_expires_at < ?)"
-	live := "state = '" + models.OperationAttempted + "' AND lease_token IS NOT NULL AND lease_expires_at >= ?"
-	lnow := r.leaseNow()
-	q := r.conn(ctx).Model(&models.Operation{}).Select(
-		"connector_name, owner_did, state, COUNT(*) AS total, "+
-			"SUM(CASE WHEN "+ready+" THEN 1 ELSE 0 END) AS due, "+
-			"SUM(CASE WHEN "+live+" THEN 1 ELSE 0 END) AS leased, "+
-			"SUM(CASE WHEN "+ready+" AND "+dueAtSQL+" <= ? THEN 1 ELSE 0 END) AS overdue, "+
-			"MIN(CASE WHEN "+ready+" THEN "+dueAtSQL+" END) AS oldest_due_at",
-		now, lnow, lnow, now, lnow, overdueAt, now, lnow).
+	counts, vars := store.QueueCounts(now, r.leaseNow(), overdueAt)
+	q := r.conn(ctx).Model(&models.Operation{}).Select(counts, vars...).
 		Scopes(scopes.State(states...)).
 		Group("connector_name, owner_did, state").Order("connector_name, owner_did, state")
 	q = narrow(q, p.ConnectorName, p.OwnerDID)
@@ -251,13 +244,10 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
 	q := r.conn(ctx).Scopes(scopes.State(p.State))
 	if p.Overdue {
-		q = q.Where(dueAtSQL+" <= ?", r.nowMillis()-p.OverdueAfter.Milliseconds()).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
-			Order(dueAtSQL + ", caller_did, operation_id")
+		q = q.Where(store.DueAtMost(r.nowMillis() - p.OverdueAfter.Milliseconds())).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
+			Order(store.DueOrder)
 		if p.After != nil {
-			// The bound on the due time alone is what the claim index
-			// serves; the row comparison settles ties.
-			q = q.Where(dueAtSQL+" >= ? AND ("+dueAtSQL+", caller_did, operation_id) > (?, ?, ?)",
-				p.After.DueAt, p.After.DueAt, p.After.CallerDID, p.After.OperationID)
+			q = q.Where(store.DueAfter(p.After.DueAt, p.After.CallerDID, p.After.OperationID))
 		}
 	} else {
 		var after []any

@@ -6,6 +6,7 @@ import (
 	"github.com/connstore/connstore/internal/jsonrows"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 )
 
@@ -153,14 +154,8 @@ func (r *Repository) applyFenced(ctx context.Context, ws []fencedWrite) ([]Batch
 		return nil, err
 	}
 	rows := make([]models.Operation, 0, len(ws)) // scanned in place, not grown
-	// The state and lease conditions are written so no index can serve
-	// them (state || '', lease_expires_at + 0): SQLite would otherwise drive
-	// the join from the operation table through the state index, every live
-	// lease joined to a scan of the batch's rows. Left with the primary key
-	// as the only way in, both databases drive from the batch's rows and
-	// find each operation by its key, whatever else the table holds.
-	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).
-		Where("state || '' = ? AND lease_expires_at + 0 >= ?", models.OperationAttempted, r.leaseNow())
+	// Each row found by its key only (see store.StillHeld).
+	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).Where(store.StillHeld(r.leaseNow()))
 	for _, c := range plan.where {
 		q = q.Where(c)
 	}
@@ -222,8 +217,7 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 		return nil, err
 	}
 	var rows []models.Operation
-	err = r.primary(ctx).Where("(caller_did, operation_id) IN (SELECT v.v_caller_did, v.v_operation_id FROM "+from+")", vars...).
-		Find(&rows).Error
+	err = r.primary(ctx).Where(store.KeyInRows(from, vars)).Find(&rows).Error
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -63,7 +64,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// order stops at the limit and needs neither.
 	claim := func(in *Repository) error {
 		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-			Where("(caller_did, operation_id) IN (?)", in.dueToClaim(ctx, p, now)).
+			Where(store.KeyIn(in.dueToClaim(ctx, p, now))).
 			Updates(map[string]any{
 				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				// Not due again until the lease would expire: a held row
@@ -105,13 +106,6 @@ func inKeyOrder(ops []models.Operation) []models.Operation {
 	return out
 }
 
-// dueAtSQL is an attempted operation's effective due time: its next attempt
-// time, or for a row recorded without one (another implementation's, or an
-// adopted table's) the time it was recorded. Migration 0012's partial index
-// is over exactly this expression, for attempted rows only, so a claim is one
-// ordered index range, whatever shape the journal is in.
-const dueAtSQL = "COALESCE(next_attempt_at, created_at)"
-
 // claimPlan are the planner settings of a claim and of the overdue listing:
 // one ordered range of the claim index, never a bitmap of it sorted.
 var claimPlan = []dialect.Setting{{Name: "enable_bitmapscan", Value: "off"}, {Name: "enable_sort", Value: "off"}}
@@ -129,8 +123,8 @@ var claimPlan = []dialect.Setting{{Name: "enable_bitmapscan", Value: "off"}, {Na
 // index's predicate from the query.
 func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Time) *gorm.DB {
 	q := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id").
-		Where("state = '"+models.OperationAttempted+"' AND "+dueAtSQL+" <= ?", now.UnixMilli()).
-		Scopes(scopes.LeaseFreeAt(r.leaseNow())).Order(dueAtSQL).Limit(p.Limit)
+		Where(store.DueBy(now.UnixMilli())).
+		Scopes(scopes.LeaseFreeAt(r.leaseNow())).Order(store.DueAt).Limit(p.Limit)
 	if p.ConnectorName != "" {
 		q = q.Scopes(scopes.Connector(p.ConnectorName))
 	}

@@ -2,12 +2,10 @@ package repository
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/migrations"
-	"github.com/jackc/pgx/v5/stdlib"
 )
 
 // ErrListenUnsupported is returned by ListenRecorded where the database
@@ -37,37 +35,7 @@ func (r *Repository) ListenRecorded(ctx context.Context, wake func()) error {
 	if err != nil {
 		return fmt.Errorf("listen: needs a pooled handle, not a transaction: %w", err)
 	}
-	conn, err := sqlDB.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	defer conn.Close()
-	var schema string
-	err = conn.QueryRowContext(ctx, `SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-		WHERE c.oid = 'kubun_connector_operation'::regclass`).Scan(&schema)
-	if err != nil {
-		return fmt.Errorf("listen: find the operation table: %w", err)
-	}
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("listen: driver connection %T is not pgx's", dc)
-		}
-		if _, err := pc.Conn().Exec(ctx, "LISTEN "+migrations.NotifyChannel); err != nil {
-			return errors.Join(err, driver.ErrBadConn)
-		}
-		for {
-			n, err := pc.Conn().WaitForNotification(ctx)
-			if err != nil {
-				// The connection listens (and a cancelled wait leaves it
-				// unusable): the pool must not hand it out again.
-				return errors.Join(err, driver.ErrBadConn)
-			}
-			if n.Payload == schema {
-				wake()
-			}
-		}
-	})
+	err = r.dialect.Listen(ctx, sqlDB, migrations.NotifyChannel, "kubun_connector_operation", wake)
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

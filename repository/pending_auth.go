@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -156,7 +157,7 @@ func (r *Repository) PurgePendingAuths(ctx context.Context, p PurgeParams) (_ in
 	batch := r.conn(ctx).Model(&models.PendingAuth{}).Select("state").
 		Where(clause.Lt{Column: clause.Column{Name: "expires_at"}, Value: before}).
 		Order("expires_at").Limit(p.Limit)
-	tx := r.conn(ctx).Where("state IN (?)", batch).Delete(&models.PendingAuth{})
+	tx := r.conn(ctx).Where(store.StateIn(batch)).Delete(&models.PendingAuth{})
 	if tx.Error != nil {
 		return 0, fmt.Errorf("purge pending auths: %w", tx.Error)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -79,10 +80,10 @@ func (r *Repository) commitCheck(tx *gorm.DB, k ReceiptKey) (*models.SweepReceip
 	}
 	// Unqualified columns throughout, so the repository's scopes apply.
 	earlierReceipts := tx.Model(&models.SweepReceipt{}).Select("provenance").
-		Scopes(k.PartitionKey.scope).Where("sequence < ?", receipt.Sequence)
+		Scopes(k.PartitionKey.scope).Where(store.SequenceBefore(receipt.Sequence))
 	earlier, err := exists(tx.Model(&models.SweepCandidate{}).
 		Scopes(k.PartitionKey.scope, scopes.NotIn("state", resolvedStates...)).
-		Where("provenance IN (?)", earlierReceipts))
+		Where(store.ProvenanceIn(earlierReceipts)))
 	if err != nil || earlier {
 		return nil, errors.Join(err, refuseIf(earlier, refuse(RefusedEarlierUnresolved)))
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/jsonrows"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -141,11 +142,9 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 }
 
 // insertCandidates inserts the candidates pending, candidateBatch rows per
-// statement, leaving existing ones as they are. The statement is written
-// out rather than built from structs: a relist can carry 100k candidates,
-// and per-row reflection would cost more than the inserts. The receipt's
-// key and the constants are bound once per statement; the rows' document,
-// source and model ids travel as one JSON value (see jsonTable).
+// statement (store.InsertCandidates), leaving existing ones as they are; the
+// rows' document, source and model ids travel as one JSON value (see
+// jsonTable).
 func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []CandidateInput, now int64) error {
 	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
 	rows := make([][]any, 0, min(candidateBatch, len(in)))
@@ -158,12 +157,8 @@ func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []Candi
 		if err != nil {
 			return err
 		}
-		// WHERE true: SQLite's upsert after a SELECT needs it.
-		err = tx.Exec(`INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
-			document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
-			SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.v_document_id, v.v_source_id,
-				v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
-			append([]any{key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance, models.CandidatePending, now}, vars...)...).Error
+		err = store.InsertCandidates(tx, key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance,
+			models.CandidatePending, now, from, vars)
 		if err != nil {
 			return err
 		}
@@ -203,7 +198,7 @@ func (r *Repository) ListSweepReceipts(ctx context.Context, k ConnectorKey) (_ [
 	}
 	var rows []models.SweepReceipt
 	err = r.conn(ctx).Scopes(scopes.Owner(owner), scopes.Connector(connector)).
-		Where("committed_at IS NULL").Order("created_at").Order("sequence").Find(&rows).Error
+		Where(store.Uncommitted).Order("created_at").Order("sequence").Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list sweep receipts: %w", err)
 	}

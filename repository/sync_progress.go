@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -100,34 +100,12 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
 }
 
-// The CAS statements, written out for repositories without extra scopes.
-// The write is guarded on everything a recompute saw: version and
-// incarnation, and the stored checkpoint and recovery too, because
-// SetSyncState (the seed's upsert) rewrites those without bumping the
-// version, and a write guarded on the version alone would undo its reset.
-// They are plain statements, never named prepared ones: those break behind
-// PgBouncer's transaction pooling (README, "Behind PgBouncer").
-const (
-	casReadSQL = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
-		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
-	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
-		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?`
-)
-
-// casColumns are the columns a progress write sets, besides the version;
-// casValues gives res's values in the same order. Both forms of the write
-// (the fast statement and the scoped builder) are made from them, so they
-// cannot set different columns.
-var casColumns = []string{"checkpoint", "last_synced_at", "entity_count", "error", "recovery"}
-
+// casValues gives res's values in store.CASColumns' order: both forms of
+// the write (store.WriteCAS and the scoped builder) are made from them, so
+// they cannot set different columns.
 func casValues(res SyncProgressResult) []any {
 	return []any{res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery}
 }
-
-// casWriteSQL is the fast form of the write: SET every casColumns entry,
-// then the version, WHERE casGuard.
-var casWriteSQL = "UPDATE kubun_connector_sync_state SET " + strings.Join(casColumns, " = ?, ") +
-	" = ?, version = ? WHERE " + casGuard
 
 // casRow is what one CAS attempt reads.
 type casRow struct {
@@ -187,7 +165,9 @@ func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressPara
 	return done, err
 }
 
-// writeProgress writes res guarded on cur (see casGuard); done is false when
+// writeProgress writes res guarded on cur (store.CASGuard: everything a
+// recompute saw, checkpoint and recovery included, since SetSyncState
+// rewrites those without bumping the version); done is false when
 // the guard no longer matched. Status is deliberately not written.
 func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent,
 	res SyncProgressResult, since uint64) (done bool, err error) {
@@ -195,13 +175,13 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 	var tx *gorm.DB
 	values := append(casValues(res), cur.Version+1)
 	if len(r.scopes) == 0 {
-		tx = r.conn(ctx).Exec(casWriteSQL, append(values, guard...)...)
+		tx = store.WriteCAS(r.conn(ctx), values, guard)
 	} else {
 		set := make(map[string]any, len(values))
-		for i, col := range slices.Concat(casColumns, []string{"version"}) {
+		for i, col := range slices.Concat(store.CASColumns, []string{"version"}) {
 			set[col] = values[i]
 		}
-		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).Where(casGuard, guard...).UpdateColumns(set)
+		tx = hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).Where(store.CASGuard(guard...)).UpdateColumns(set)
 	}
 	if tx.Error != nil || tx.RowsAffected != 1 {
 		return false, tx.Error
@@ -234,26 +214,15 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 	if len(r.scopes) > 0 {
 		var rows []casRow
 		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
-			Where("connector_name = ? AND owner_did = ?", p.ConnectorName, p.OwnerDID).Limit(1).Scan(&rows).Error
+			Where(store.KeyIs(p.ConnectorName, p.OwnerDID)).Limit(1).Scan(&rows).Error
 		if err != nil || len(rows) == 0 {
 			return nil, err
 		}
 		return &rows[0], nil
 	}
-	// Written out and scanned by hand: the CAS is the hot path, and GORM's
-	// clause building, Scan's reflection and its SQL-explaining trace
-	// recorder were most of its cost. The statement still runs through
-	// GORM's callbacks, so the application's logger and tracer see it.
-	sqlRows, err := r.primary(ctx).Raw(casReadSQL, p.ConnectorName, p.OwnerDID).Rows()
-	if err != nil {
-		return nil, err
-	}
-	defer sqlRows.Close()
-	if !sqlRows.Next() {
-		return nil, sqlRows.Err()
-	}
 	var row casRow
-	if err := sqlRows.Scan(&row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation); err != nil {
+	found, err := store.ReadCAS(r.primary(ctx), p.ConnectorName, p.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation)
+	if err != nil || !found {
 		return nil, err
 	}
 	return &row, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -136,7 +137,7 @@ func (r *Repository) ListSyncStates(ctx context.Context, p ListSyncStatesParams)
 	}
 	q := r.conn(ctx).Scopes(scopes.Connector(p.ConnectorName))
 	if p.AfterOwnerDID != "" {
-		q = q.Where("owner_did > ?", p.AfterOwnerDID)
+		q = q.Where(store.OwnerAfter(p.AfterOwnerDID))
 	}
 	var rows []models.SyncState
 	if err := q.Order("owner_did").Limit(p.Limit).Find(&rows).Error; err != nil {

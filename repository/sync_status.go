@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 )
@@ -68,8 +69,7 @@ func (r *Repository) SetSyncStatus(ctx context.Context, p SetSyncStatusParams) (
 		// guard on the version alone would overwrite its status (and pass
 		// IfStatus on a status no longer stored).
 		tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
-			Where("connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ? AND status = ? AND error IS NOT DISTINCT FROM ?",
-				p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation, row.Status, row.Error).
+			Where(store.StatusUnchanged(p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation, row.Status, row.Error)).
 			UpdateColumns(map[string]any{"status": p.Status, "error": p.Error, "version": row.Version + 1})
 		if tx.Error != nil {
 			return nil, fmt.Errorf("set sync status %s: %w", key, tx.Error)

@@ -23,4 +23,14 @@ if [ -n "$hits" ]; then
 	echo "$hits" >&2
 	fail=1
 fi
+# 3. The repository writes no SQL of its own: hand-written statement text
+#    and conditions are internal/store's (one file per table), what differs
+#    between the databases internal/dialect's. No Raw, Exec or query call,
+#    and no Where on a string literal, in repository/.
+hits=$(grep -nE '\.(Raw|Exec|QueryContext|QueryRowContext|ExecContext)\(|\.Where\("|\.Where\(`' repository/*.go 2>/dev/null | grep -v '_test.go:' || true)
+if [ -n "$hits" ]; then
+	echo "statement text in repository (put it in internal/store):" >&2
+	echo "$hits" >&2
+	fail=1
+fi
 exit "$fail"

@@ -7,6 +7,8 @@
 package dialect
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -53,6 +55,10 @@ type Dialect interface {
 	// Listens reports whether the database announces recorded operations
 	// (LISTEN/NOTIFY).
 	Listens() bool
+	// Listen holds a connection of db listening on channel, calling wake
+	// for announcements about table's schema, until ctx ends or the
+	// connection fails (ErrNoListen where Listens is false).
+	Listen(ctx context.Context, db *sql.DB, channel, table string, wake func()) error
 	// UnsafePool says what makes a pooled handle unsafe for concurrent
 	// writers ("" when nothing does).
 	UnsafePool(db *gorm.DB) (problem string, err error)

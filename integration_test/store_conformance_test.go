@@ -1,0 +1,159 @@
+package integrationtest
+
+import (
+	"testing"
+
+	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/jsonrows"
+	"github.com/connstore/connstore/internal/store"
+	"github.com/connstore/connstore/models"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+)
+
+// storeCase is one of internal/store's statements or conditions run
+// against a real database.
+type storeCase struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+// storeOps seeds three attempted operations of owner "store": s0 due at 10,
+// s1 due at 20 (recorded without a next attempt: due since created_at), s2
+// due at 30 under a live lease; and one committed, s3.
+func storeOps(t *testing.T, e *env) {
+	t.Helper()
+	at := func(v int64) *int64 { return &v }
+	rows := []models.Operation{
+		opRow(0, models.OperationAttempted, at(10), 1),
+		opRow(1, models.OperationAttempted, nil, 20),
+		opRow(2, models.OperationAttempted, at(30), 1),
+		opRow(3, models.OperationCommitted, nil, 1),
+	}
+	for i := range rows {
+		rows[i].CallerDID, rows[i].OwnerDID = "store", "store"
+		rows[i].OperationID = "s" + string(rune('0'+i))
+	}
+	rows[2].LeaseToken, rows[2].LeaseExpiresAt = models.StrPtr("held"), at(1000)
+	require.NoError(t, hooks.SkipLock(e.db).Create(&rows).Error)
+}
+
+// storeKeys plucks the operation ids q selects, in id order.
+func storeKeys(t *testing.T, q *gorm.DB) []string {
+	t.Helper()
+	var ids []string
+	require.NoError(t, q.Model(&models.Operation{}).Where("owner_did = ?", "store").Order("operation_id").Pluck("operation_id", &ids).Error)
+	return ids
+}
+
+var storeCases = []storeCase{
+	{"DueBy: attempted and due, by next attempt or recording time", func(t *testing.T, e *env) {
+		require.Equal(t, []string{"s0"}, storeKeys(t, e.db.Where(store.DueBy(15))))
+		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.db.Where(store.DueBy(30))))
+	}},
+	{"KeyIn: keys a subquery selects", func(t *testing.T, e *env) {
+		sub := e.db.Model(&models.Operation{}).Select("caller_did", "operation_id").Where("operation_id IN ?", []string{"s1", "s3"})
+		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.db.Where(store.KeyIn(sub))))
+	}},
+	{"StillHeld: attempted with an unexpired lease", func(t *testing.T, e *env) {
+		require.Equal(t, []string{"s2"}, storeKeys(t, e.db.Where(store.StillHeld(int64(999))).Where("lease_token IS NOT NULL")))
+		require.Empty(t, storeKeys(t, e.db.Where(store.StillHeld(int64(1001))).Where("lease_token IS NOT NULL")))
+	}},
+	{"KeyInRows: keys from a JSON row source", func(t *testing.T, e *env) {
+		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")},
+			[][]any{{"store", "s2"}, {"store", "s0"}, {"other", "s1"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"s0", "s2"}, storeKeys(t, e.db.Where(store.KeyInRows(from, vars))))
+	}},
+	{"DueAtMost, DueOrder and DueAfter page the overdue listing", func(t *testing.T, e *env) {
+		var ids []string
+		require.NoError(t, e.db.Model(&models.Operation{}).Where("owner_did = ? AND state = ?", "store", models.OperationAttempted).
+			Where(store.DueAtMost(30)).Where(store.DueAfter(10, "store", "s0")).Order(store.DueOrder).Pluck("operation_id", &ids).Error)
+		require.Equal(t, []string{"s1", "s2"}, ids)
+	}},
+	{"QueueCounts counts by state", func(t *testing.T, e *env) {
+		sel, vars := store.QueueCounts(25, int64(25), 15)
+		var rows []struct {
+			State                       string
+			Total, Due, Leased, Overdue int64
+			OldestDueAt                 *int64
+		}
+		require.NoError(t, e.db.Model(&models.Operation{}).Select(sel, vars...).Where("owner_did = ?", "store").
+			Group("connector_name, owner_did, state").Order("state").Scan(&rows).Error)
+		require.Len(t, rows, 2)
+		att := rows[0]
+		require.Equal(t, models.OperationAttempted, att.State)
+		require.Equal(t, []int64{3, 2, 1, 1}, []int64{att.Total, att.Due, att.Leased, att.Overdue})
+		require.Equal(t, int64(10), *att.OldestDueAt)
+	}},
+	{"the sync state's CAS read, guarded write and key conditions", func(t *testing.T, e *env) {
+		inc := "inc"
+		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SyncState{ConnectorName: "crm", OwnerDID: "store",
+			Checkpoint: models.JSON(`{"p":1}`), LastSyncedAt: "t", Status: models.SyncStatusIdle, Lock: models.Lock{Version: 4, Incarnation: &inc}}).Error)
+		var checkpoint, recovery models.JSON
+		var version int64
+		var incarnation *string
+		found, err := store.ReadCAS(e.db, "crm", "store", &checkpoint, &recovery, &version, &incarnation)
+		require.NoError(t, err)
+		require.True(t, found)
+		require.Equal(t, int64(4), version)
+		values := []any{models.JSON(`{"p":2}`), "t2", int64(9), nil, nil, int64(5)}
+		stale := store.WriteCAS(e.db, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery})
+		require.NoError(t, stale.Error)
+		require.Zero(t, stale.RowsAffected, "a stale version writes nothing")
+		ok := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery})
+		require.NoError(t, ok.Error)
+		require.Equal(t, int64(1), ok.RowsAffected)
+		var n int64
+		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.KeyIs("crm", "store")).
+			Where(store.CASGuard("crm", "store", int64(5), inc, models.JSON(`{"p":2}`), nil)).Count(&n).Error)
+		require.Equal(t, int64(1), n)
+		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.OwnerAfter("stor")).Count(&n).Error)
+		require.Equal(t, int64(1), n)
+		require.NoError(t, e.db.Model(&models.SyncState{}).
+			Where(store.StatusUnchanged("crm", "store", 5, inc, models.SyncStatusIdle, nil)).Count(&n).Error)
+		require.Equal(t, int64(1), n, "a NULL error matches NULL")
+		found, err = store.ReadCAS(e.db, "crm", "nobody", &checkpoint, &recovery, &version, &incarnation)
+		require.NoError(t, err)
+		require.False(t, found)
+	}},
+	{"candidates: inserted once from a row source, by provenance and sequence", func(t *testing.T, e *env) {
+		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"),
+			jsonrows.Text("v_model_id")}, [][]any{{"d1", nil, "m"}, {"d2", "src", "m"}, {"d1", nil, "m"}})
+		require.NoError(t, err)
+		for range 2 { // a second insert leaves them as they are
+			require.NoError(t, store.InsertCandidates(e.db, "store", "crm", "p", "prov", models.CandidatePending, 7, from, vars))
+		}
+		var n int64
+		require.NoError(t, e.db.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"prov"})).Count(&n).Error)
+		require.Equal(t, int64(2), n)
+		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SweepReceipt{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
+			Provenance: "prov", Sequence: 3, ModelID: "m", SourceFetchHLC: "h", Kind: "full", Complete: 1}).Error)
+		require.NoError(t, e.db.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(4)).Where(store.Uncommitted).Count(&n).Error)
+		require.Equal(t, int64(1), n)
+		require.NoError(t, e.db.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
+		require.Zero(t, n)
+	}},
+	{"StateIn: pending authorizations by a subquery of states", func(t *testing.T, e *env) {
+		for _, s := range []string{"a", "b", "c"} {
+			require.NoError(t, e.db.Create(&models.PendingAuth{State: s, ExpiresAt: 1}).Error)
+		}
+		sub := e.db.Model(&models.PendingAuth{}).Select("state").Where("state <> ?", "b")
+		var n int64
+		require.NoError(t, e.db.Model(&models.PendingAuth{}).Where(store.StateIn(sub)).Count(&n).Error)
+		require.Equal(t, int64(2), n)
+	}},
+}
+
+// TestStoreConformance runs every internal/store statement and condition
+// on every database leg (PostgreSQL, SQLite through sqliteconn,
+// partitioned PostgreSQL).
+func TestStoreConformance(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		storeOps(t, e)
+		for _, c := range storeCases {
+			t.Run(c.name, func(t *testing.T) { c.run(t, e) })
+		}
+	})
+}

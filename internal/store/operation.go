@@ -1,0 +1,76 @@
+package store
+
+import (
+	"github.com/connstore/connstore/models"
+	"gorm.io/gorm/clause"
+)
+
+// DueAt is an attempted operation's effective due time: its next attempt
+// time, or for a row recorded without one (another implementation's, or an
+// adopted table's) the time it was recorded. Migration 0012's partial index
+// is over exactly this expression, for attempted rows only.
+const DueAt = "COALESCE(next_attempt_at, created_at)"
+
+// DueBy is an attempted operation due at or before now (epoch ms): one
+// range of the claim index. The state is a literal, not a parameter, so both
+// databases can prove the partial index's predicate from the query.
+func DueBy(now int64) clause.Expr {
+	return clause.Expr{SQL: "state = '" + models.OperationAttempted + "' AND " + DueAt + " <= ?", Vars: []any{now}}
+}
+
+// KeyIn is an operation whose key is among the (caller_did, operation_id)
+// rows sub selects.
+func KeyIn(sub any) clause.Expr {
+	return clause.Expr{SQL: "(caller_did, operation_id) IN (?)", Vars: []any{sub}}
+}
+
+// StillHeld is a row still attempted with an unexpired lease at now (a
+// value or an expression), for a batched write whose fence join checks the
+// token. Written so no index can serve it (state || ”, lease_expires_at +
+// 0): SQLite would otherwise drive the join from the operation table
+// through the state index, every live lease joined to a scan of the batch's
+// rows. Left with the primary key as the only way in, both databases drive
+// from the batch's rows and find each operation by its key.
+func StillHeld(now any) clause.Expr {
+	return clause.Expr{SQL: "state || '' = ? AND lease_expires_at + 0 >= ?", Vars: []any{models.OperationAttempted, now}}
+}
+
+// KeyInRows is an operation whose key is among the rows of from (a JSON
+// row source with columns v_caller_did and v_operation_id, aliased v) with
+// its values.
+func KeyInRows(from string, vars []any) clause.Expr {
+	return clause.Expr{SQL: "(caller_did, operation_id) IN (SELECT v.v_caller_did, v.v_operation_id FROM " + from + ")", Vars: vars}
+}
+
+// DueAtMost is an operation due at or before at (epoch ms), for a page of
+// the overdue listing: the claim index's range.
+func DueAtMost(at int64) clause.Expr {
+	return clause.Expr{SQL: DueAt + " <= ?", Vars: []any{at}}
+}
+
+// DueOrder is the overdue listing's order: due time, then key.
+const DueOrder = DueAt + ", caller_did, operation_id"
+
+// DueAfter is an operation after (due, caller, operation id) in DueOrder.
+// The bound on the due time alone is what the claim index serves; the row
+// comparison settles ties.
+func DueAfter(due int64, caller, operation string) clause.Expr {
+	return clause.Expr{SQL: DueAt + " >= ? AND (" + DueAt + ", caller_did, operation_id) > (?, ?, ?)",
+		Vars: []any{due, due, caller, operation}}
+}
+
+// QueueCounts is the select list of the queue's counts per connector, owner
+// and state at now (epoch ms), with the lease clock's lnow (a value or an
+// expression) and the overdue bound overdueAt: total rows, due ones (ready:
+// attempted, due, lease free), leased ones (a live lease), overdue ones, and
+// the oldest due time among the ready.
+func QueueCounts(now int64, lnow any, overdueAt int64) (string, []any) {
+	ready := "state = '" + models.OperationAttempted + "' AND " + DueAt + " <= ? AND (lease_token IS NULL OR lease_expires_at < ?)"
+	live := "state = '" + models.OperationAttempted + "' AND lease_token IS NOT NULL AND lease_expires_at >= ?"
+	return "connector_name, owner_did, state, COUNT(*) AS total, " +
+			"SUM(CASE WHEN " + ready + " THEN 1 ELSE 0 END) AS due, " +
+			"SUM(CASE WHEN " + live + " THEN 1 ELSE 0 END) AS leased, " +
+			"SUM(CASE WHEN " + ready + " AND " + DueAt + " <= ? THEN 1 ELSE 0 END) AS overdue, " +
+			"MIN(CASE WHEN " + ready + " THEN " + DueAt + " END) AS oldest_due_at",
+		[]any{now, lnow, lnow, now, lnow, overdueAt, now, lnow}
+}

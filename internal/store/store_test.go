@@ -1,0 +1,45 @@
+package store
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm/clause"
+)
+
+// TestPlaceholdersMatchValues: every condition binds as many values as its
+// text has placeholders (a mismatch fails only at run time, on the path
+// that uses it). The statements themselves run on every database leg in
+// integration_test's TestStoreConformance.
+func TestPlaceholdersMatchValues(t *testing.T) {
+	counts, countVars := QueueCounts(1, int64(1), 1)
+	for name, e := range map[string]clause.Expr{
+		"DueBy":           DueBy(1),
+		"KeyIn":           KeyIn("sub"),
+		"StillHeld":       StillHeld(int64(1)),
+		"KeyInRows":       KeyInRows("rows(?, ?)", []any{1, 2}),
+		"DueAtMost":       DueAtMost(1),
+		"DueAfter":        DueAfter(1, "c", "o"),
+		"QueueCounts":     {SQL: counts, Vars: countVars},
+		"CASGuard":        CASGuard(1, 2, 3, 4, 5, 6),
+		"KeyIs":           KeyIs("c", "o"),
+		"OwnerAfter":      OwnerAfter("o"),
+		"StatusUnchanged": StatusUnchanged("c", "o", 1, "i", "s", nil),
+		"SequenceBefore":  SequenceBefore(1),
+		"ProvenanceIn":    ProvenanceIn("sub"),
+		"Uncommitted":     Uncommitted,
+		"StateIn":         StateIn("sub"),
+	} {
+		require.Equal(t, strings.Count(e.SQL, "?"), len(e.Vars), name)
+	}
+	require.Equal(t, strings.Count(casWrite, "?"), len(CASColumns)+1+6, "the write's SET and guard")
+}
+
+// TestStillHeldServesNoIndex: the batched write's state and lease
+// condition is written as expressions no index matches, so both databases
+// find each row by its key.
+func TestStillHeldServesNoIndex(t *testing.T) {
+	require.Contains(t, StillHeld(int64(1)).SQL, "state || '' = ?")
+	require.Contains(t, StillHeld(int64(1)).SQL, "lease_expires_at + 0 >= ?")
+}

@@ -1,0 +1,35 @@
+package store
+
+import (
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// SequenceBefore is a receipt recorded before sequence in its partition.
+func SequenceBefore(sequence int64) clause.Expr {
+	return clause.Expr{SQL: "sequence < ?", Vars: []any{sequence}}
+}
+
+// ProvenanceIn is a candidate of one of the provenances sub selects.
+func ProvenanceIn(sub any) clause.Expr {
+	return clause.Expr{SQL: "provenance IN (?)", Vars: []any{sub}}
+}
+
+// Uncommitted is a receipt not yet committed.
+var Uncommitted = clause.Expr{SQL: "committed_at IS NULL"}
+
+// InsertCandidates inserts the candidate rows of from (a JSON row source
+// with columns v_document_id, v_source_id and v_model_id, aliased v, and its
+// values) under one receipt key, in state, leaving existing ones as they
+// are. The statement is written out rather than built from structs: a
+// relist can carry 100k candidates, and per-row reflection would cost more
+// than the inserts; the key and the constants are bound once per statement.
+func InsertCandidates(tx *gorm.DB, owner, connector, partition, provenance, state string, now int64,
+	from string, vars []any) error {
+	// WHERE true: SQLite's upsert after a SELECT needs it.
+	return tx.Exec(`INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
+		document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
+		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.v_document_id, v.v_source_id,
+			v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
+		append([]any{owner, connector, partition, provenance, state, now}, vars...)...).Error
+}

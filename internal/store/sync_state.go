@@ -1,0 +1,77 @@
+package store
+
+import (
+	"strings"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// The CAS statements of the sync state, written out for repositories
+// without extra scopes. The write is guarded on everything a recompute saw:
+// version and incarnation, and the stored checkpoint and recovery too,
+// because SetSyncState (the seed's upsert) rewrites those without bumping
+// the version, and a write guarded on the version alone would undo its
+// reset. They are plain statements, never named prepared ones: those break
+// behind PgBouncer's transaction pooling.
+const (
+	casRead = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
+		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
+	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
+		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?`
+)
+
+// CASColumns are the columns a progress write sets, besides the version.
+// Both forms of the write (WriteCAS and the scoped builder with CASGuard)
+// set exactly these.
+var CASColumns = []string{"checkpoint", "last_synced_at", "entity_count", "error", "recovery"}
+
+// casWrite is the fast form of the write: SET every CASColumns entry, then
+// the version, WHERE casGuard.
+var casWrite = "UPDATE kubun_connector_sync_state SET " + strings.Join(CASColumns, " = ?, ") +
+	" = ?, version = ? WHERE " + casGuard
+
+// CASGuard is the write's guard for the builder: connector, owner, version,
+// incarnation, checkpoint and recovery, in that order.
+func CASGuard(guard ...any) clause.Expr { return clause.Expr{SQL: casGuard, Vars: guard} }
+
+// ReadCAS reads the CAS columns of one sync state into dest (checkpoint,
+// recovery, version, incarnation) through db's callbacks, so the
+// application's logger and tracer see it; found is false without a row.
+// Written out and scanned by hand: the CAS is the hot path, and gorm's
+// clause building and Scan's reflection were most of its cost.
+func ReadCAS(db *gorm.DB, connector, owner string, dest ...any) (found bool, err error) {
+	rows, err := db.Raw(casRead, connector, owner).Rows()
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return false, rows.Err()
+	}
+	return true, rows.Scan(dest...)
+}
+
+// WriteCAS runs the fast write: values are CASColumns' then the version's,
+// guard is CASGuard's. The returned handle carries the error and the rows
+// changed.
+func WriteCAS(db *gorm.DB, values, guard []any) *gorm.DB {
+	return db.Exec(casWrite, append(append([]any{}, values...), guard...)...)
+}
+
+// KeyIs is one sync state, by connector and owner.
+func KeyIs(connector, owner string) clause.Expr {
+	return clause.Expr{SQL: "connector_name = ? AND owner_did = ?", Vars: []any{connector, owner}}
+}
+
+// OwnerAfter is a sync state of an owner after owner in key order.
+func OwnerAfter(owner string) clause.Expr {
+	return clause.Expr{SQL: "owner_did > ?", Vars: []any{owner}}
+}
+
+// StatusUnchanged guards a status write on everything it read: key,
+// version, incarnation, status and error (NULL-safe).
+func StatusUnchanged(connector, owner string, version int64, incarnation, status string, errText *string) clause.Expr {
+	return clause.Expr{SQL: "connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ? AND status = ? " +
+		"AND error IS NOT DISTINCT FROM ?", Vars: []any{connector, owner, version, incarnation, status, errText}}
+}
