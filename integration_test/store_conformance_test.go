@@ -9,6 +9,7 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // storeCase is one of internal/store's statements or conditions run
@@ -134,6 +135,39 @@ var storeCases = []storeCase{
 		require.NoError(t, e.db.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
 		require.Zero(t, n)
 	}},
+	{"the batch's join: fence, row values, flagged values, guards", func(t *testing.T, e *env) {
+		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id"),
+			jsonrows.Text("v_lease_token"), jsonrows.Text("v_last_kind"), {Name: "s_last_kind", Type: "boolean"},
+			jsonrows.Text("g_document_id")},
+			[][]any{{"store", "s2", "held", "a", true, "doc"}, {"store", "s0", nil, "b", true, nil}})
+		require.NoError(t, err)
+		q := e.db.Model(&models.Operation{}).Clauses(fromClause{clause.Expr{SQL: from, Vars: vars}})
+		res := q.Where(store.FenceJoin).Where(store.RowGuard("document_id", true)).
+			Updates(map[string]any{"last_kind": store.RowValueIf("last_kind"), "attempts": store.Increment("", "attempts")})
+		require.NoError(t, res.Error)
+		require.Equal(t, int64(1), res.RowsAffected, "s2 only: s0's row has no token to match")
+		var got models.Operation
+		require.NoError(t, e.db.Where("operation_id = ?", "s2").First(&got).Error)
+		require.Equal(t, "a", *got.LastKind)
+		require.Equal(t, int64(1), got.Attempts)
+		var v int64
+		// As a lease on the database's clock is: an expression plus a value.
+		require.NoError(t, e.db.Raw("SELECT ?", store.Plus(gorm.Expr("CAST(2 AS BIGINT)"), int64(3))).Scan(&v).Error)
+		require.Equal(t, int64(5), v)
+	}},
+	{"RefusedAfter and Below: a candidate's failures and a checkpoint's bound", func(t *testing.T, e *env) {
+		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SweepCandidate{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
+			Provenance: "r", DocumentID: "d", ModelID: "m", State: models.CandidatePending, ApplyFailures: 2}).Error)
+		for want, limit := range map[string]int{models.CandidateRefused: 2, models.CandidatePending: 3} {
+			var state string
+			require.NoError(t, e.db.Model(&models.SweepCandidate{}).Select("?", store.RefusedAfter(limit, models.CandidateRefused,
+				models.CandidatePending)).Where("provenance = ?", "r").Scan(&state).Error)
+			require.Equal(t, want, state, "limit %d", limit)
+		}
+		var n int64
+		require.NoError(t, e.db.Model(&models.SweepCandidate{}).Where(store.Below("apply_failures", 3)).Where("provenance = ?", "r").Count(&n).Error)
+		require.Equal(t, int64(1), n)
+	}},
 	{"StateIn: pending authorizations by a subquery of states", func(t *testing.T, e *env) {
 		for _, s := range []string{"a", "b", "c"} {
 			require.NoError(t, e.db.Create(&models.PendingAuth{State: s, ExpiresAt: 1}).Error)
@@ -157,3 +191,11 @@ func TestStoreConformance(t *testing.T) {
 		}
 	})
 }
+
+// fromClause is an UPDATE's FROM: the batch's row source, as the
+// repository's planner adds it.
+type fromClause struct{ expr clause.Expr }
+
+func (fromClause) Name() string                   { return "FROM" }
+func (f fromClause) Build(b clause.Builder)       { f.expr.Build(b) }
+func (f fromClause) MergeClause(c *clause.Clause) { c.Expression = f }

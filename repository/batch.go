@@ -3,9 +3,9 @@ package repository
 import (
 	"context"
 	"fmt"
-	"github.com/connstore/connstore/internal/jsonrows"
 	"time"
 
+	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 )

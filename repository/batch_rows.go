@@ -1,12 +1,12 @@
 package repository
 
 import (
-	"github.com/connstore/connstore/internal/jsonrows"
 	"maps"
 	"reflect"
 	"slices"
 
-	"gorm.io/gorm"
+	"github.com/connstore/connstore/internal/jsonrows"
+	"github.com/connstore/connstore/internal/store"
 	"gorm.io/gorm/clause"
 )
 
@@ -41,7 +41,7 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 		rows[i] = []any{w.fence.CallerDID, w.fence.OperationID, w.fence.LeaseToken}
 	}
 	p := batchPlan{set: map[string]any{}, where: []clause.Expression{
-		clause.Expr{SQL: "caller_did = v.v_caller_did AND operation_id = v.v_operation_id AND lease_token = v.v_lease_token"},
+		store.FenceJoin,
 	}}
 	for _, col := range setColumns(ws) {
 		if v, same := sameValue(ws, col); same {
@@ -55,14 +55,14 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 			rows[i] = append(rows[i], v)
 		}
 		cols = append(cols, jsonrows.Typed("v_"+col))
-		p.set[col] = gorm.Expr("v.v_" + col)
+		p.set[col] = store.RowValue(col)
 		if !all {
 			for i, w := range ws {
 				_, ok := w.set[col]
 				rows[i] = append(rows[i], ok)
 			}
 			cols = append(cols, jsonrows.Col{Name: "s_" + col, Type: "boolean"})
-			p.set[col] = gorm.Expr("CASE WHEN v.s_"+col+" THEN v.v_"+col+" ELSE ? END", clause.Column{Name: col})
+			p.set[col] = store.RowValueIf(col)
 		}
 	}
 	for _, g := range guardColumns(ws) {
@@ -70,11 +70,7 @@ func planBatch(dialect string, ws []fencedWrite) (batchPlan, error) {
 			rows[i] = append(rows[i], guardValue(w, g.col))
 		}
 		cols = append(cols, jsonrows.Typed("g_"+g.col))
-		stored := g.col + " = v.g_" + g.col
-		if g.orNull {
-			stored = g.col + " IS NULL OR " + stored
-		}
-		p.where = append(p.where, clause.Expr{SQL: "(v.g_" + g.col + " IS NULL OR " + stored + ")"})
+		p.where = append(p.where, store.RowGuard(g.col, g.orNull))
 	}
 	sql, vars, err := jsonTable(dialect, cols, rows)
 	if err != nil {

@@ -3,8 +3,8 @@ package repository
 import (
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // LeaseClock chooses the clock that takes and checks operation leases.
@@ -35,7 +35,7 @@ func (r *Repository) leaseNow() any {
 // leaseUntil is leaseNow + d, the expiry of a lease taken or extended now.
 func (r *Repository) leaseUntil(d time.Duration) any {
 	if r.leaseClock == DatabaseLeaseClock {
-		return clause.Expr{SQL: "(? + ?)", Vars: []any{r.leaseNow(), d.Milliseconds()}}
+		return store.Plus(r.leaseNow(), d.Milliseconds())
 	}
 	return r.now().Add(d).UnixMilli()
 }

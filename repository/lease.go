@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/connstore/connstore/internal/dialect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"

@@ -3,11 +3,12 @@ package repository
 import (
 	"context"
 	"fmt"
-	"github.com/connstore/connstore/internal/dialect"
 	"log/slog"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -188,11 +189,8 @@ func (r *Repository) primary(ctx context.Context) *gorm.DB {
 	return r.conn(ctx).Clauses(dbresolver.Write)
 }
 
-// increment is column + 1, quoted by the dialect; table qualifies it where
-// a bare column would be ambiguous (ON CONFLICT DO UPDATE on Postgres).
-func increment(table, column string) clause.Expr {
-	return gorm.Expr("? + 1", clause.Column{Table: table, Name: column})
-}
+// increment is column + 1 (store.Increment).
+func increment(table, column string) clause.Expr { return store.Increment(table, column) }
 
 // nowMillis is the injected clock in epoch milliseconds.
 func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }

@@ -3,8 +3,8 @@ package repository
 import (
 	"context"
 	"fmt"
-	"github.com/connstore/connstore/internal/jsonrows"
 
+	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/plugin/dbresolver"
 )

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -153,8 +153,7 @@ func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure
 	err = r.conn(ctx).Model(&rows).Clauses(clause.Returning{Columns: []clause.Column{{Name: "state"}}}).
 		Scopes(f.CandidateKey.scope, scopes.NotIn("state", resolvedStates...)).
 		Updates(map[string]any{
-			"state": gorm.Expr("CASE WHEN apply_failures >= ? THEN ? ELSE ? END",
-				MaxSweepApplyAttempts-1, models.CandidateRefused, models.CandidatePending),
+			"state":          store.RefusedAfter(MaxSweepApplyAttempts-1, models.CandidateRefused, models.CandidatePending),
 			"apply_failures": increment("", "apply_failures"), "last_error": f.LastError,
 			"next_attempt_at": next, "updated_at": r.nowMillis(),
 		}).Error

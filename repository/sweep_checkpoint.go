@@ -99,8 +99,8 @@ func (r *Repository) commitApply(tx *gorm.DB, k ReceiptKey, seq int64) (advanced
 		DoUpdates: clause.Assignments(map[string]any{
 			"provenance": k.Provenance, "receipt_sequence": seq, "updated_at": now,
 		}),
-		Where: clause.Where{Exprs: []clause.Expression{gorm.Expr(
-			tx.Statement.Quote(models.SweepCheckpoint{}.TableName()+".receipt_sequence")+" < ?", seq)}},
+		Where: clause.Where{Exprs: []clause.Expression{store.Below(
+			tx.Statement.Quote(models.SweepCheckpoint{}.TableName()+".receipt_sequence"), seq)}},
 	}).Create(&models.SweepCheckpoint{OwnerDID: k.OwnerDID, ConnectorName: k.ConnectorName,
 		Partition: k.Partition, Provenance: k.Provenance, ReceiptSequence: seq, UpdatedAt: now})
 	if cp.Error != nil {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/jsonrows"
-
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"

@@ -30,6 +30,14 @@ func TestPlaceholdersMatchValues(t *testing.T) {
 		"ProvenanceIn":    ProvenanceIn("sub"),
 		"Uncommitted":     Uncommitted,
 		"StateIn":         StateIn("sub"),
+		"FenceJoin":       FenceJoin,
+		"RowValue":        RowValue("c"),
+		"RowValueIf":      RowValueIf("c"),
+		"RowGuard":        RowGuard("c", true),
+		"Increment":       Increment("", "c"),
+		"Plus":            Plus(1, 2),
+		"RefusedAfter":    RefusedAfter(1, "r", "p"),
+		"Below":           Below(`"c"`, 1),
 	} {
 		require.Equal(t, strings.Count(e.SQL, "?"), len(e.Vars), name)
 	}

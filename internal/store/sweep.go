@@ -33,3 +33,16 @@ func InsertCandidates(tx *gorm.DB, owner, connector, partition, provenance, stat
 			v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
 		append([]any{owner, connector, partition, provenance, state, now}, vars...)...).Error
 }
+
+// RefusedAfter is a candidate's state after one more failed apply: refused
+// once it has failed limit times before (apply_failures counts them before
+// this one), pending otherwise.
+func RefusedAfter(limit int, refused, pending string) clause.Expr {
+	return gorm.Expr("CASE WHEN apply_failures >= ? THEN ? ELSE ? END", limit, refused, pending)
+}
+
+// Below is quotedColumn < value (the column quoted and qualified by the
+// caller's dialect, for an ON CONFLICT update's WHERE).
+func Below(quotedColumn string, value any) clause.Expr {
+	return gorm.Expr(quotedColumn+" < ?", value)
+}
