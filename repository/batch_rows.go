@@ -20,10 +20,12 @@ type guard struct {
 
 // batchPlan is one batched fenced write as a join: the per-row values travel
 // as one JSON parameter that the FROM clause reads back as a table v, matched
-// to the operations by primary key and token. The statement text depends on
-// the batch's shape (which columns vary), never on its size, so PostgreSQL
-// prepares and plans it once; and each row is found by an index probe, where
-// an OR of every fence with a CASE per column cost O(rows²).
+// to the operations by primary key and token (a batch of one binds its values
+// directly: jsonrows' fast case). The statement text depends on the batch's
+// shape (which columns vary, one row or many), never on its size, so
+// PostgreSQL prepares and plans it once per shape; and each row is found by
+// an index probe, where an OR of every fence with a CASE per column cost
+// O(rows²).
 type batchPlan struct {
 	from  clause.Interface
 	set   map[string]any

@@ -2,6 +2,8 @@
 // value read back as a table (json_to_recordset on PostgreSQL, json_each
 // on SQLite): the statement's text does not depend on the number of rows,
 // and neither a bound-parameter limit nor the parser's depth caps a batch.
+// A single row, the common case of a single write, is bound value by value
+// instead, with no JSON to encode or parse.
 package jsonrows
 
 import (
@@ -30,12 +32,48 @@ var ErrInvalidUTF8 = errors.New("not valid UTF-8")
 // scanning a table of a few thousand rows to finding a 16-row batch by key.
 // A column with no type is typed from its values.
 // Columns are typed in place: a column with no type gets its values' type.
+//
+// One row is the fast case: its values are bound one per column, read back
+// as a one-row SELECT of typed casts, with no JSON to encode and parse
+// (a single write is a batch of one; this keeps it as cheap as a plain
+// statement). Its text depends on the columns only, as the JSON form's
+// does: a statement has one text for a single row and one for many.
 func Table(dialect, alias string, cols []Col, rows [][]any) (sql string, vars []any, err error) {
+	if len(rows) == 1 {
+		return oneRow(alias, cols, rows[0])
+	}
 	doc, err := encodeRows(cols, rows)
 	if err != nil {
 		return "", nil, err
 	}
 	return fromSQL(dialect, alias, cols), []any{doc, int64(len(rows))}, nil
+}
+
+// oneRow is row as the table alias: (SELECT CAST(? AS type) AS col, …).
+// Values are checked and typed as encodeRows checks and types them.
+func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
+	var b strings.Builder
+	vars := make([]any, len(row))
+	b.WriteString("(SELECT ")
+	for j, v := range row {
+		v, typ, err := normalize(cols[j].Name, v)
+		if err != nil {
+			return "", nil, fmt.Errorf("batch row 0: %w", err)
+		}
+		if cols[j].Type == "" {
+			cols[j].Type = typ
+		}
+		if cols[j].Type == "" {
+			cols[j].Type = "text" // NULL
+		}
+		if j > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("CAST(? AS " + cols[j].Type + ") AS " + cols[j].Name)
+		vars[j] = v
+	}
+	b.WriteString(") AS " + alias)
+	return b.String(), vars, nil
 }
 
 // Col is one column of the table: its name in the table and in the JSON
@@ -103,14 +141,35 @@ func encodeRows(cols []Col, rows [][]any) (string, error) {
 }
 
 // appendJSON writes "key":value and returns the value's SQL type ("" for
-// NULL). Pointers are followed and driver.Valuers asked for their value, as
-// the database driver would.
+// NULL).
 func appendJSON(b *bytes.Buffer, key string, v any) (string, error) {
+	v, typ, err := normalize(key, v)
+	if err != nil {
+		return "", err
+	}
 	b.WriteString(`"` + key + `":`)
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case string:
+		enc, _ := json.Marshal(x)
+		b.Write(enc)
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case int64:
+		b.WriteString(strconv.FormatInt(x, 10))
+	}
+	return typ, nil
+}
+
+// normalize is v as the database driver would send it, with its SQL type
+// ("" for NULL): pointers are followed and driver.Valuers asked for their
+// value; an int is an int64; a string must be valid UTF-8.
+func normalize(key string, v any) (any, string, error) {
 	if dv, ok := v.(driver.Valuer); ok {
 		var err error
 		if v, err = dv.Value(); err != nil {
-			return "", err
+			return nil, "", err
 		}
 	}
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
@@ -122,26 +181,20 @@ func appendJSON(b *bytes.Buffer, key string, v any) (string, error) {
 	}
 	switch x := v.(type) {
 	case nil:
-		b.WriteString("null")
-		return "", nil
+		return nil, "", nil
 	case string:
 		if !utf8.ValidString(x) {
-			return "", fmt.Errorf("%s is %w", strings.TrimPrefix(key, "v_"), ErrInvalidUTF8)
+			return nil, "", fmt.Errorf("%s is %w", strings.TrimPrefix(key, "v_"), ErrInvalidUTF8)
 		}
-		enc, _ := json.Marshal(x)
-		b.Write(enc)
-		return "text", nil
+		return x, "text", nil
 	case bool:
-		b.WriteString(strconv.FormatBool(x))
-		return "boolean", nil
+		return x, "boolean", nil
 	case int64:
-		b.WriteString(strconv.FormatInt(x, 10))
-		return "bigint", nil
+		return x, "bigint", nil
 	case int:
-		b.WriteString(strconv.Itoa(x))
-		return "bigint", nil
+		return int64(x), "bigint", nil
 	}
-	return "", fmt.Errorf("batch value of type %T for %s", v, key)
+	return nil, "", fmt.Errorf("batch value of type %T for %s", v, key)
 }
 
 // Text is a text column.

@@ -35,15 +35,33 @@ func TestTableEncodesAndTypes(t *testing.T) {
 }
 
 func TestTableSQLite(t *testing.T) {
-	sql, vars, err := Table("sqlite", "s", []Col{Text("owner_did"), Text("connector_name")}, [][]any{{"o", "c"}})
+	sql, vars, err := Table("sqlite", "s", []Col{Text("owner_did"), Text("connector_name")}, [][]any{{"o", "c"}, {"p", "d"}})
 	require.NoError(t, err)
 	require.Equal(t, `(SELECT json_extract(value, '$.owner_did') AS owner_did, json_extract(value, '$.connector_name') AS connector_name FROM json_each(?) LIMIT ?) AS s`, sql)
-	require.Equal(t, []any{`[{"owner_did":"o","connector_name":"c"}]`, int64(1)}, vars)
+	require.Equal(t, []any{`[{"owner_did":"o","connector_name":"c"},{"owner_did":"p","connector_name":"d"}]`, int64(2)}, vars)
 }
 
-// The statement's text does not depend on the number of rows.
+// TestTableOneRow: one row is bound value by value, checked and typed as
+// the JSON form's rows are, the same text on both databases.
+func TestTableOneRow(t *testing.T) {
+	n := int64(7)
+	var none *string
+	for _, dialect := range []string{"postgres", "sqlite"} {
+		cols := []Col{Text("v_a"), Typed("v_b"), Typed("v_c"), Typed("v_d"), Typed("v_e")}
+		sql, vars, err := Table(dialect, "v", cols, [][]any{{"x\"y", &n, true, none, valuer("w")}})
+		require.NoError(t, err)
+		require.Equal(t, `(SELECT CAST(? AS text) AS v_a, CAST(? AS bigint) AS v_b, CAST(? AS boolean) AS v_c, `+
+			`CAST(? AS text) AS v_d, CAST(? AS text) AS v_e) AS v`, sql)
+		require.Equal(t, []any{"x\"y", int64(7), true, nil, "w!"}, vars)
+	}
+	_, _, err := Table("postgres", "v", []Col{Text("v_lease_token")}, [][]any{{"bad\xff"}})
+	require.ErrorIs(t, err, ErrInvalidUTF8)
+	require.EqualError(t, err, "batch row 0: lease_token is not valid UTF-8")
+}
+
+// The statement's text does not depend on the number of rows (past one).
 func TestTableTextIndependentOfSize(t *testing.T) {
-	one, _, err := Table("postgres", "v", []Col{Text("v_a")}, [][]any{{"a"}})
+	one, _, err := Table("postgres", "v", []Col{Text("v_a")}, [][]any{{"a"}, {"b"}})
 	require.NoError(t, err)
 	many := make([][]any, 20000)
 	for i := range many {
