@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
@@ -116,4 +117,36 @@ func TestExplainRefusal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventLog records the events a repository reports.
+type eventLog struct{ events []Event }
+
+func (l *eventLog) Begin(ctx context.Context, _ string) (context.Context, func(error)) {
+	return ctx, func(error) {}
+}
+func (l *eventLog) Observe(_ context.Context, e Event) { l.events = append(l.events, e) }
+
+// TestFailureReportLostToAnotherIsCounted: a failure report refused because
+// another report of the same attempt was counted first is a lost lease in
+// its own words (LeaseLostAttemptsChanged), and reported as every lost
+// lease is: one EventLeaseLost with its reason.
+func TestFailureReportLostToAnotherIsCounted(t *testing.T) {
+	obs := &eventLog{}
+	r := &Repository{obs: obs, log: slog.New(slog.DiscardHandler), backoff: DefaultBackoff(), now: time.Now}
+	s := func(v string) *string { return &v }
+	w := r.failureWrite(FailureParams{Fence: fenceN(1), Kind: "timeout"}, &models.Operation{Attempts: 1})
+	_, err := r.explain(context.Background(), w, &models.Operation{State: models.OperationAttempted, LeaseToken: s("tok"), Attempts: 2})
+	var lost *LeaseLostError
+	require.ErrorAs(t, err, &lost)
+	require.Equal(t, LeaseLostAttemptsChanged, lost.Reason)
+	require.Equal(t, []Event{{Kind: EventLeaseLost, Count: 1, Reason: LeaseLostAttemptsChanged}}, obs.events)
+
+	// A document-id mismatch is the caller's error, not a lost lease.
+	obs.events = nil
+	doc, other := "doc-1", "doc-2"
+	_, err = r.explain(context.Background(), mustCommit(t, CommitParams{Fence: fenceN(1), DocumentID: &doc}),
+		&models.Operation{State: models.OperationAttempted, LeaseToken: s("tok"), DocumentID: &other})
+	require.ErrorIs(t, err, ErrInvalidInput)
+	require.Empty(t, obs.events)
 }

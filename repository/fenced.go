@@ -2,6 +2,7 @@ package repository
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/connstore/connstore/models"
@@ -96,6 +97,14 @@ func (r *Repository) explain(ctx context.Context, w fencedWrite, op *models.Oper
 	case *op.LeaseToken != w.fence.LeaseToken:
 		lost.Reason = LeaseLostHeldByOther
 	case mismatch != nil:
+		// A guard of the write's own: invalid input (a document-id
+		// mismatch), or a lost lease in its own words (a failure report
+		// whose attempt another report already counted), which is counted
+		// as every lost lease is.
+		var guardLost *LeaseLostError
+		if errors.As(mismatch, &guardLost) {
+			r.emit(ctx, EventLeaseLost, 1, guardLost.Reason)
+		}
 		return nil, mismatch
 	default:
 		lost.Reason = LeaseLostExpired
