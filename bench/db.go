@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
 
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
@@ -15,29 +13,10 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// freshSchema creates an empty schema and returns its name and a DSN whose
-// search_path selects it.
+// freshSchema creates an empty schema (connstoretest's, as the suite's) and
+// returns its name and a DSN whose search_path selects it.
 func freshSchema(ctx context.Context, dsn, prefix string) (string, string, error) {
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return "", "", err
-	}
-	raw, _ := admin.DB()
-	defer raw.Close()
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := prefix + "_" + hex.EncodeToString(b)
-	if err := admin.WithContext(ctx).Exec("CREATE SCHEMA " + name).Error; err != nil {
-		return "", "", err
-	}
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", "", err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return name, u.String(), nil
+	return connstoretest.NewSchema(ctx, dsn, prefix+"_")
 }
 
 // store opens connstore on a fresh schema: plugin, migrations, repository.

@@ -10,6 +10,9 @@ import (
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/worker"
 	"github.com/stretchr/testify/require"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
 )
 
 func inputFor(id string) repository.OperationInput {
@@ -111,4 +114,27 @@ func TestOpenSQLite(t *testing.T) {
 
 	_, err = connstoretest.OpenSQLite(t.TempDir()+"/missing-dir/x.db", connstoretest.Options{})
 	require.Error(t, err)
+}
+
+// TestNewSchemaAndDropSchema: a program's schema is empty and selected by
+// the DSN it gets back, and DropSchema removes it with what it holds.
+func TestNewSchemaAndDropSchema(t *testing.T) {
+	dsn := connstoretest.SchemaDSN(t, "") // skips (or fails under CI) without a server
+	ctx := context.Background()
+	name, schemaDSN, err := connstoretest.NewSchema(ctx, dsn, "prog_")
+	require.NoError(t, err)
+	require.Contains(t, name, "prog_")
+	db, err := gorm.Open(postgres.Open(schemaDSN), &gorm.Config{Logger: logger.Discard})
+	require.NoError(t, err)
+	raw, err := db.DB()
+	require.NoError(t, err)
+	defer raw.Close()
+	var current string
+	require.NoError(t, db.Raw("SELECT current_schema()").Scan(&current).Error)
+	require.Equal(t, name, current)
+	require.NoError(t, db.Exec("CREATE TABLE t (a int)").Error)
+	require.NoError(t, connstoretest.DropSchema(ctx, dsn, name))
+	var n int64
+	require.NoError(t, db.Raw("SELECT count(*) FROM pg_namespace WHERE nspname = ?", name).Scan(&n).Error)
+	require.Zero(t, n)
 }

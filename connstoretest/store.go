@@ -90,33 +90,58 @@ func SchemaDSN(t testing.TB, dsn string) string {
 		}
 		t.Skipf("connstoretest: %s is not set; skipping PostgreSQL", PostgresEnv)
 	}
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	name, schemaDSN, err := NewSchema(context.Background(), dsn, "connstoretest_")
 	if err != nil {
 		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: %v", PostgresEnv, err)
 	}
-	adminDB, err := admin.DB()
+	t.Cleanup(func() {
+		if err := DropSchema(context.Background(), dsn, name); err != nil {
+			t.Logf("connstoretest: drop schema %s: %v", name, err)
+		}
+	})
+	return schemaDSN
+}
+
+// NewSchema creates an empty schema named prefix and random hex on the
+// PostgreSQL server at dsn (a URL), and returns its name and dsn with a
+// search_path selecting it. It is SchemaDSN for a program without a
+// testing.TB (a benchmark, a tool): the caller drops the schema
+// (DropSchema) when done.
+func NewSchema(ctx context.Context, dsn, prefix string) (name, schemaDSN string, err error) {
+	u, err := url.Parse(dsn)
 	if err != nil {
-		t.Fatalf("connstoretest: %v", err)
+		return "", "", fmt.Errorf("the DSN must be a URL: %w", err)
 	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	schema := "connstoretest_" + hex.EncodeToString(b)
-	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
-		_ = adminDB.Close()
-		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: create schema: %v", PostgresEnv, err)
-	}
-	t.Cleanup(func() {
-		_ = admin.Exec("DROP SCHEMA " + schema + " CASCADE").Error
-		_ = adminDB.Close()
-	})
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatalf("connstoretest: DSN must be a URL: %v", err)
+	name = prefix + hex.EncodeToString(b)
+	if err := onServer(ctx, dsn, "CREATE SCHEMA "+name); err != nil {
+		return "", "", fmt.Errorf("create schema: %w", err)
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return name, u.String(), nil
+}
+
+// DropSchema drops the schema name (from NewSchema) and everything in it.
+func DropSchema(ctx context.Context, dsn, name string) error {
+	return onServer(ctx, dsn, "DROP SCHEMA "+name+" CASCADE")
+}
+
+// onServer runs one statement on a connection of its own to the server at
+// dsn.
+func onServer(ctx context.Context, dsn, stmt string) error {
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		return err
+	}
+	adminDB, err := admin.DB()
+	if err != nil {
+		return err
+	}
+	defer adminDB.Close()
+	return admin.WithContext(ctx).Exec(stmt).Error
 }
 
 func (o Options) withDefaults() Options {
