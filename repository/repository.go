@@ -8,7 +8,6 @@ import (
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dialect"
-	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -188,9 +187,6 @@ func session(db *gorm.DB) *gorm.DB {
 func (r *Repository) primary(ctx context.Context) *gorm.DB {
 	return r.conn(ctx).Clauses(dbresolver.Write)
 }
-
-// increment is column + 1 (store.Increment).
-func increment(table, column string) clause.Expr { return store.Increment(table, column) }
 
 // nowMillis is the injected clock in epoch milliseconds.
 func (r *Repository) nowMillis() int64 { return r.now().UnixMilli() }

@@ -120,7 +120,7 @@ func (r *Repository) RecordSweepOutcome(ctx context.Context, o SweepOutcome) (_ 
 		return false, fmt.Errorf("record sweep outcome: %w", err)
 	}
 	return r.updateCandidate(ctx, "record sweep outcome", o.CandidateKey, scopes.NotIn("state", resolvedStates...),
-		map[string]any{"state": o.Outcome, "attempts": increment("", "attempts"), "last_error": o.LastError,
+		map[string]any{"state": o.Outcome, "attempts": store.Increment("", "attempts"), "last_error": o.LastError,
 			"next_attempt_at": next})
 }
 
@@ -154,7 +154,7 @@ func (r *Repository) RecordSweepApplyFailure(ctx context.Context, f ApplyFailure
 		Scopes(f.CandidateKey.scope, scopes.NotIn("state", resolvedStates...)).
 		Updates(map[string]any{
 			"state":          store.RefusedAfter(MaxSweepApplyAttempts-1, models.CandidateRefused, models.CandidatePending),
-			"apply_failures": increment("", "apply_failures"), "last_error": f.LastError,
+			"apply_failures": store.Increment("", "apply_failures"), "last_error": f.LastError,
 			"next_attempt_at": next, "updated_at": r.nowMillis(),
 		}).Error
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -81,7 +82,7 @@ func (r *Repository) ArmWatch(ctx context.Context, p ArmWatchParams) (_ *models.
 		DoUpdates: clause.Assignments(map[string]any{
 			"document_id": p.DocumentID, "verification_status": models.WatchPendingVerification,
 			"verification_attempts": 0, "next_attempt_at": at, "updated_at": now,
-			"version": increment(models.ProjectionWatch{}.TableName(), "version"),
+			"version": store.Increment(models.ProjectionWatch{}.TableName(), "version"),
 		}),
 	}).Create(row).Error
 	if err != nil {
@@ -155,7 +156,7 @@ func verificationSet(p VerificationParams) (map[string]any, error) {
 		set["observed_winner_digest"] = *p.ObservedWinnerDigest
 	}
 	if p.Repaired {
-		set["repair_generation"] = increment("", "repair_generation")
+		set["repair_generation"] = store.Increment("", "repair_generation")
 	}
 	switch p.Outcome {
 	case models.WatchVerified:
@@ -167,12 +168,12 @@ func verificationSet(p VerificationParams) (map[string]any, error) {
 		if err := requireTime("next attempt at", p.NextAttemptAt); err != nil {
 			return nil, err
 		}
-		set["verification_attempts"], set["next_attempt_at"] = increment("", "verification_attempts"), p.NextAttemptAt.UnixMilli()
+		set["verification_attempts"], set["next_attempt_at"] = store.Increment("", "verification_attempts"), p.NextAttemptAt.UnixMilli()
 	case models.WatchRepairFailed:
 		if p.ObservedWinnerDigest == nil || *p.ObservedWinnerDigest == "" {
 			return nil, invalid("repair_failed outcome needs the observed winner digest")
 		}
-		set["verification_attempts"], set["next_attempt_at"] = increment("", "verification_attempts"), nil
+		set["verification_attempts"], set["next_attempt_at"] = store.Increment("", "verification_attempts"), nil
 	default:
 		return nil, invalid("unknown verification outcome %q", p.Outcome)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -35,7 +36,7 @@ func (postgres) Listen(ctx context.Context, db *sql.DB, channel, table string, w
 		if !ok {
 			return fmt.Errorf("driver connection %T is not pgx's", dc)
 		}
-		if _, err := pc.Conn().Exec(ctx, "LISTEN "+quoteIdent(channel)); err != nil {
+		if _, err := pc.Conn().Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 			return errors.Join(err, driver.ErrBadConn)
 		}
 		for {
@@ -52,15 +53,3 @@ func (postgres) Listen(ctx context.Context, db *sql.DB, channel, table string, w
 
 // Listen is ErrNoListen: SQLite announces nothing (Listens is false).
 func (sqlite) Listen(context.Context, *sql.DB, string, string, func()) error { return ErrNoListen }
-
-// quoteIdent quotes an identifier for PostgreSQL.
-func quoteIdent(s string) string {
-	out := []byte{'"'}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' {
-			out = append(out, '"')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '"'))
-}
