@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/connstore/connstore/internal/fence"
 	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
@@ -29,7 +30,7 @@ type BatchOutcome struct {
 func (r *Repository) CommitOperations(ctx context.Context, ps []CommitParams) (_ []BatchOutcome, err error) {
 	ctx, end := r.start(ctx, "CommitOperations")
 	defer end(&err)
-	ws := make([]fencedWrite, len(ps))
+	ws := make([]fence.Write, len(ps))
 	for i, p := range ps {
 		if ws[i], err = commitWrite(p); err != nil {
 			return nil, fmt.Errorf("commit operations: item %d: %w", i, err)
@@ -55,7 +56,7 @@ func (r *Repository) RecordOperationFailures(ctx context.Context, ps []FailurePa
 	if err != nil {
 		return nil, fmt.Errorf("record failures: %w", err)
 	}
-	ws := make([]fencedWrite, 0, len(ps))
+	ws := make([]fence.Write, 0, len(ps))
 	var missing []BatchOutcome
 	for _, p := range ps {
 		cur, ok := current[keyOf(p.Fence)]
@@ -76,7 +77,7 @@ func (r *Repository) RecordOperationFailures(ctx context.Context, ps []FailurePa
 func (r *Repository) ReleaseOperations(ctx context.Context, fs []Fence) (_ []BatchOutcome, err error) {
 	ctx, end := r.start(ctx, "ReleaseOperations")
 	defer end(&err)
-	ws := make([]fencedWrite, len(fs))
+	ws := make([]fence.Write, len(fs))
 	for i, f := range fs {
 		ws[i] = r.releaseWrite(f)
 	}
@@ -91,7 +92,7 @@ func (r *Repository) HeartbeatOperations(ctx context.Context, fs []Fence, extend
 	if extendFor <= 0 {
 		return nil, fmt.Errorf("heartbeat operations: %w", invalid("lease extension %v must be positive", extendFor))
 	}
-	ws := make([]fencedWrite, len(fs))
+	ws := make([]fence.Write, len(fs))
 	for i, f := range fs {
 		ws[i] = r.heartbeatWrite(f, extendFor)
 	}
@@ -106,9 +107,9 @@ func (r *Repository) FinishOperations(ctx context.Context, fs []Fence, state str
 	if state != models.OperationDead && state != models.OperationReconcileOnly {
 		return nil, fmt.Errorf("finish operations: %w", invalid("state %q is not dead or reconcile_only", state))
 	}
-	ws := make([]fencedWrite, len(fs))
+	ws := make([]fence.Write, len(fs))
 	for i, f := range fs {
-		ws[i] = finishWrite(f, state)
+		ws[i] = fence.Finish(fence.Target(f), state)
 	}
 	return r.batchFenced(ctx, "finish operations", ws)
 }
@@ -118,25 +119,25 @@ type opKey struct{ caller, id string }
 func keyOf(f Fence) opKey { return opKey{f.CallerDID, f.OperationID} }
 
 // batchFenced applies ws in one UPDATE joined to the batch's rows (see
-// planBatch): each row is matched by its own fence (caller, id, token) and
+// fence.PlanOf): each row is matched by its own fence (caller, id, token) and
 // guards, and every row must still be attempted and leased at the lease
 // clock's now. Rows it did not change are read back in one SELECT and
 // explained as the single-row writes explain them.
-func (r *Repository) batchFenced(ctx context.Context, action string, ws []fencedWrite) ([]BatchOutcome, error) {
+func (r *Repository) batchFenced(ctx context.Context, action string, ws []fence.Write) ([]BatchOutcome, error) {
 	if len(ws) == 0 {
 		return nil, nil
 	}
 	seen := map[opKey]bool{}
 	for i := range ws {
-		if err := ws[i].validate(); err != nil {
+		if err := validateWrite(ws[i]); err != nil {
 			return nil, fmt.Errorf("%s: item %d: %w", action, i, err)
 		}
-		k := keyOf(ws[i].fence)
+		k := keyOf(Fence(ws[i].Target))
 		if seen[k] {
-			return nil, fmt.Errorf("%s: %w", action, invalid("operation %s appears twice", ws[i].fence))
+			return nil, fmt.Errorf("%s: %w", action, invalid("operation %s appears twice", ws[i].Target))
 		}
 		seen[k] = true
-		r.prepare(&ws[i])
+		ws[i].Stamp(r.nowMillis())
 	}
 	out, err := r.applyFenced(ctx, ws)
 	if err != nil {
@@ -146,20 +147,20 @@ func (r *Repository) batchFenced(ctx context.Context, action string, ws []fenced
 }
 
 // applyFenced runs validated, prepared writes as one UPDATE joined to their
-// rows (see planBatch) and explains each: the one statement of every lease
+// rows (see fence.PlanOf) and explains each: the one statement of every lease
 // holder's write, single (a batch of one) or batched.
-func (r *Repository) applyFenced(ctx context.Context, ws []fencedWrite) ([]BatchOutcome, error) {
-	plan, err := planBatch(r.dialect.Name(), ws)
+func (r *Repository) applyFenced(ctx context.Context, ws []fence.Write) ([]BatchOutcome, error) {
+	plan, err := fence.PlanOf(r.dialect.Name(), ws)
 	if err != nil {
-		return nil, err
+		return nil, invalidText(err)
 	}
 	rows := make([]models.Operation, 0, len(ws)) // scanned in place, not grown
 	// Each row found by its key only (see store.StillHeld).
-	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.from).Where(store.StillHeld(r.leaseNow()))
-	for _, c := range plan.where {
+	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.From).Where(store.StillHeld(r.leaseNow()))
+	for _, c := range plan.Where {
 		q = q.Where(c)
 	}
-	if err := q.Updates(plan.set).Error; err != nil {
+	if err := q.Updates(plan.Set).Error; err != nil {
 		return nil, err
 	}
 	written := make(map[opKey]*models.Operation, len(rows))
@@ -171,11 +172,11 @@ func (r *Repository) applyFenced(ctx context.Context, ws []fencedWrite) ([]Batch
 
 // outcomes explains every write: written rows as they were returned, the
 // others from one read of their stored rows.
-func (r *Repository) outcomes(ctx context.Context, ws []fencedWrite, written map[opKey]*models.Operation) ([]BatchOutcome, error) {
+func (r *Repository) outcomes(ctx context.Context, ws []fence.Write, written map[opKey]*models.Operation) ([]BatchOutcome, error) {
 	var refused []Fence
 	for _, w := range ws {
-		if written[keyOf(w.fence)] == nil {
-			refused = append(refused, w.fence)
+		if written[keyOf(Fence(w.Target))] == nil {
+			refused = append(refused, Fence(w.Target))
 		}
 	}
 	stored, err := r.readFenced(ctx, refused)
@@ -184,13 +185,14 @@ func (r *Repository) outcomes(ctx context.Context, ws []fencedWrite, written map
 	}
 	out := make([]BatchOutcome, len(ws))
 	for i, w := range ws {
-		k := keyOf(w.fence)
-		out[i].Fence = w.fence
+		f := Fence(w.Target)
+		k := keyOf(f)
+		out[i].Fence = f
 		switch op := written[k]; {
 		case op != nil:
 			out[i].Write = &FencedWrite{Operation: op}
 		case stored[k] == nil:
-			out[i].Err = fmt.Errorf("%s %s: %w", w.action, w.fence, ErrNotFound)
+			out[i].Err = fmt.Errorf("%s %s: %w", w.Action, f, ErrNotFound)
 		default:
 			out[i].Write, out[i].Err = r.explain(ctx, w, stored[k])
 		}

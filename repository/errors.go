@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/fence"
 	"gorm.io/gorm"
 )
 
@@ -80,12 +81,12 @@ var ErrLeaseLost = errors.New("connstore: lease lost")
 
 // Reasons a fenced write was refused.
 const (
-	LeaseLostExpired         = "lease expired"
-	LeaseLostHeldByOther     = "lease held by another token"
-	LeaseLostNotHeld         = "operation is not leased"
-	LeaseLostEnded           = "this lease already ended with another write"
-	LeaseLostFinished        = "operation already finished"
-	LeaseLostAttemptsChanged = "attempts changed since they were read"
+	LeaseLostExpired         = fence.Expired
+	LeaseLostHeldByOther     = fence.HeldByOther
+	LeaseLostNotHeld         = fence.NotHeld
+	LeaseLostEnded           = fence.Ended
+	LeaseLostFinished        = fence.Finished
+	LeaseLostAttemptsChanged = fence.AttemptsChanged
 )
 
 // leaseLostAdvice says what a holder can do about each refusal.

@@ -2,75 +2,25 @@ package repository
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/fence"
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
-	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
-// These run without a database: the batch planner and the fence's
-// explanation of a refused write are pure functions of their inputs.
+// These run without a database: what a refused write becomes (the error,
+// the event) is a pure function of the fence's verdict and the stored row.
 
 func fenceN(i int) Fence {
 	return Fence{CallerDID: "c", OperationID: "op" + string(rune('0'+i)), LeaseToken: "tok"}
 }
 
-// TestPlanBatch: a column every write sets to one value is set plainly; a
-// column whose values differ is read from the batch's rows; one only some
-// writes set carries a per-row flag; a guard is a per-row column, NULL where
-// a write has none. The statement text depends on the batch's shape, never
-// on its size.
-func TestPlanBatch(t *testing.T) {
-	doc := "doc-1"
-	etagA, etagB := "a", "b"
-	ws := []fencedWrite{
-		mustCommit(t, CommitParams{Fence: fenceN(1), ProviderEtag: &etagA, DocumentID: &doc}),
-		mustCommit(t, CommitParams{Fence: fenceN(2), ProviderEtag: &etagB}),
-	}
-	for i := range ws {
-		ws[i].set["updated_at"] = int64(7)
-	}
-	p, err := planBatch("postgres", ws)
-	require.NoError(t, err)
-	require.Equal(t, models.OperationCommitted, p.set["state"], "one value for every write: set plainly")
-	require.Equal(t, int64(7), p.set["updated_at"])
-	require.Equal(t, gorm.Expr("v.v_provider_etag"), p.set["provider_etag"], "values differ: read per row")
-	require.Equal(t, gorm.Expr("CASE WHEN v.s_document_id THEN v.v_document_id ELSE ? END", clause.Column{Name: "document_id"}),
-		p.set["document_id"], "set by some writes only: behind a per-row flag")
-	var where []string
-	for _, w := range p.where {
-		where = append(where, w.(clause.Expr).SQL)
-	}
-	require.Contains(t, where, "(v.g_document_id IS NULL OR document_id IS NULL OR document_id = v.g_document_id)")
-
-	from := p.from.(fromRows)
-	var rows []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(from.vars[0].(string)), &rows))
-	require.Len(t, rows, 2)
-	require.Equal(t, "a", rows[0]["v_provider_etag"])
-	require.Equal(t, true, rows[0]["s_document_id"])
-	require.Equal(t, false, rows[1]["s_document_id"])
-	require.Equal(t, "doc-1", rows[0]["g_document_id"])
-	require.Nil(t, rows[1]["g_document_id"])
-
-	// The same shape, ten times the rows: the same statement text.
-	var many []fencedWrite
-	for range 10 {
-		many = append(many, ws...)
-	}
-	p10, err := planBatch("postgres", many)
-	require.NoError(t, err)
-	require.Equal(t, from.sql, p10.from.(fromRows).sql)
-}
-
-func mustCommit(t *testing.T, p CommitParams) fencedWrite {
+func mustCommit(t *testing.T, p CommitParams) fence.Write {
 	t.Helper()
 	w, err := commitWrite(p)
 	require.NoError(t, err)

@@ -1,12 +1,12 @@
 package repository
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/connstore/connstore/internal/fence"
 	"github.com/connstore/connstore/models"
 )
 
@@ -46,42 +46,24 @@ func (p CommitParams) Validate() error {
 	if err != nil {
 		return err
 	}
-	if err := w.validate(); err != nil {
-		return fmt.Errorf("%s: %w", w.action, err)
+	if err := validateWrite(w); err != nil {
+		return fmt.Errorf("%s: %w", w.Action, err)
 	}
 	return nil
 }
 
 // commitWrite is the fenced write of one commit.
-func commitWrite(p CommitParams) (fencedWrite, error) {
+func commitWrite(p CommitParams) (fence.Write, error) {
 	result, err := models.NewJSON(p.ResultEntity)
 	if err != nil {
-		return fencedWrite{}, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
+		return fence.Write{}, fmt.Errorf("commit: %w: %w", ErrInvalidInput, err)
 	}
 	if p.DocumentID != nil {
 		if err := requireKeys("document id", *p.DocumentID); err != nil {
-			return fencedWrite{}, fmt.Errorf("commit: %w", err)
+			return fence.Write{}, fmt.Errorf("commit: %w", err)
 		}
 	}
-	w := fencedWrite{action: "commit", fence: p.Fence, ends: true, set: map[string]any{
-		"state": models.OperationCommitted, "provider_etag": p.ProviderEtag,
-		"result_entity": result, "next_attempt_at": nil,
-	}, replayed: func(op *models.Operation) bool {
-		return op.State == models.OperationCommitted && (p.DocumentID == nil || equalPtr(op.DocumentID, p.DocumentID)) &&
-			equalPtr(op.ProviderEtag, p.ProviderEtag) && bytes.Equal(op.ResultEntity, result)
-	}}
-	if p.DocumentID != nil {
-		w.set["document_id"] = *p.DocumentID
-		w.guards = []guard{{col: "document_id", value: *p.DocumentID, orNull: true}}
-		w.mismatch = func(op *models.Operation) error {
-			if op.DocumentID == nil || *op.DocumentID == *p.DocumentID {
-				return nil
-			}
-			return fmt.Errorf("commit %s: %w", p.Fence, invalid("operation is linked to document %s; the commit names %s",
-				*op.DocumentID, *p.DocumentID))
-		}
-	}
-	return w, nil
+	return fence.Commit(fence.Target(p.Fence), p.DocumentID, p.ProviderEtag, result), nil
 }
 
 // MarkOperationDead ends the operation as dead (it needs a user's action).
@@ -90,7 +72,7 @@ func commitWrite(p CommitParams) (fencedWrite, error) {
 func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationDead")
 	defer end(&err)
-	return r.fencedUpdate(ctx, finishWrite(f, models.OperationDead))
+	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationDead))
 }
 
 // MarkOperationReconcileOnly ends re-drives; only reconciliation may touch
@@ -98,21 +80,7 @@ func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedW
 func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationReconcileOnly")
 	defer end(&err)
-	return r.fencedUpdate(ctx, finishWrite(f, models.OperationReconcileOnly))
-}
-
-// finishActions name the write that ends an operation in each state, the
-// same on the single and the batched path (refusals and events say it).
-var finishActions = map[string]string{
-	models.OperationDead:          "mark dead",
-	models.OperationReconcileOnly: "mark reconcile-only",
-}
-
-// finishWrite is the fenced write that ends an operation in state.
-func finishWrite(f Fence, state string) fencedWrite {
-	return fencedWrite{action: finishActions[state], fence: f, ends: true,
-		set:      map[string]any{"state": state, "next_attempt_at": nil},
-		replayed: func(op *models.Operation) bool { return op.State == state }}
+	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationReconcileOnly))
 }
 
 // FailureParams records a failed attempt.
@@ -172,33 +140,17 @@ func validateFailure(p FailureParams) error {
 }
 
 // failureWrite is the fenced write of one failure on the row cur as read:
-// the backoff decides the next attempt, or that the operation is dead.
-func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fencedWrite {
-	attempts := cur.Attempts + 1
-	set := map[string]any{"attempts": attempts, "last_kind": p.Kind, "last_http_status": p.HTTPStatus}
-	if delay, dead := r.backoff.Next(attempts, p.Kind); dead {
-		set["state"], set["next_attempt_at"] = models.OperationDead, nil
-	} else {
-		next := r.now().Add(delay)
-		if p.NotBefore != nil && p.NotBefore.After(next) {
-			next = *p.NotBefore
+// the backoff decides the next attempt, or that the operation is dead; a
+// provider's not-before time is never brought forward.
+func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fence.Write {
+	var next *int64
+	if delay, dead := r.backoff.Next(cur.Attempts+1, p.Kind); !dead {
+		at := r.now().Add(delay)
+		if p.NotBefore != nil && p.NotBefore.After(at) {
+			at = *p.NotBefore
 		}
-		set["state"], set["next_attempt_at"] = models.OperationAttempted, next.UnixMilli()
+		ms := at.UnixMilli()
+		next = &ms
 	}
-	return fencedWrite{action: "record failure", fence: p.Fence, ends: true, set: set,
-		guards: []guard{{col: "attempts", value: cur.Attempts}},
-		mismatch: func(op *models.Operation) error {
-			if op.Attempts == cur.Attempts {
-				return nil
-			}
-			return &LeaseLostError{Action: "record failure", Fence: p.Fence, State: op.State, Reason: LeaseLostAttemptsChanged}
-		},
-		replayed: func(op *models.Operation) bool {
-			return (op.State == models.OperationAttempted || op.State == models.OperationDead) &&
-				equalPtr(op.LastKind, &p.Kind) && equalPtr(op.LastHTTPStatus, p.HTTPStatus)
-		}}
-}
-
-func equalPtr[T comparable](a, b *T) bool {
-	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+	return fence.Failure(fence.Target(p.Fence), cur.Attempts, p.Kind, p.HTTPStatus, next)
 }

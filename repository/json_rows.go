@@ -16,8 +16,14 @@ func jsonTable(dialect string, cols []jsonrows.Col, rows [][]any) (sql string, v
 // UTF-8 is ErrInvalidInput, as on every other path.
 func jsonTableAs(dialect, alias string, cols []jsonrows.Col, rows [][]any) (sql string, vars []any, err error) {
 	sql, vars, err = jsonrows.Table(dialect, alias, cols, rows)
+	return sql, vars, invalidText(err)
+}
+
+// invalidText makes a row source's refusal of text that is not valid UTF-8
+// ErrInvalidInput, as on every other path; other errors pass through.
+func invalidText(err error) error {
 	if errors.Is(err, jsonrows.ErrInvalidUTF8) {
-		err = fmt.Errorf("%w: %w", ErrInvalidInput, err)
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
 	}
-	return sql, vars, err
+	return err
 }

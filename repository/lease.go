@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/fence"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -188,14 +189,11 @@ func (r *Repository) ReleaseOperation(ctx context.Context, f Fence) (_ *FencedWr
 
 // heartbeatWrite extends a held lease to now + extendFor, and the row's
 // due time with it (see ClaimOperations).
-func (r *Repository) heartbeatWrite(f Fence, extendFor time.Duration) fencedWrite {
-	return fencedWrite{action: "heartbeat", fence: f, set: map[string]any{"lease_expires_at": r.leaseUntil(extendFor),
-		"next_attempt_at": r.now().Add(extendFor).UnixMilli()}}
+func (r *Repository) heartbeatWrite(f Fence, extendFor time.Duration) fence.Write {
+	return fence.Heartbeat(fence.Target(f), r.leaseUntil(extendFor), r.now().Add(extendFor).UnixMilli())
 }
 
 // releaseWrite gives a held lease back.
-// The operation is due again at once: its due time was the lease's expiry.
-func (r *Repository) releaseWrite(f Fence) fencedWrite {
-	return fencedWrite{action: "release", fence: f, ends: true, set: map[string]any{"next_attempt_at": r.nowMillis()},
-		replayed: func(op *models.Operation) bool { return op.State == models.OperationAttempted }}
+func (r *Repository) releaseWrite(f Fence) fence.Write {
+	return fence.Release(fence.Target(f), r.nowMillis())
 }

@@ -310,3 +310,8 @@ func ptrString(s *string) string {
 	}
 	return *s
 }
+
+// equalPtr reports whether a and b are both nil or point to equal values.
+func equalPtr[T comparable](a, b *T) bool {
+	return (a == nil && b == nil) || (a != nil && b != nil && *a == *b)
+}

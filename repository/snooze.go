@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/internal/fence"
 )
 
 // SnoozeParams reschedules a leased operation without counting an attempt.
@@ -48,7 +48,7 @@ func (r *Repository) SnoozeOperation(ctx context.Context, p SnoozeParams) (_ *Fe
 func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_ []BatchOutcome, err error) {
 	ctx, end := r.start(ctx, "SnoozeOperations")
 	defer end(&err)
-	ws := make([]fencedWrite, len(ps))
+	ws := make([]fence.Write, len(ps))
 	for i, p := range ps {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("snooze operations: item %d: %w", i, err)
@@ -58,13 +58,7 @@ func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_
 	return r.batchFenced(ctx, "snooze operations", ws)
 }
 
-// snoozeWrite is the fenced write of one snooze: a release that also sets
-// the next attempt time.
-func snoozeWrite(p SnoozeParams) fencedWrite {
-	until := p.Until.UnixMilli()
-	return fencedWrite{action: "snooze", fence: p.Fence, ends: true,
-		set: map[string]any{"next_attempt_at": until},
-		replayed: func(op *models.Operation) bool {
-			return op.State == models.OperationAttempted && op.NextAttemptAt != nil && *op.NextAttemptAt == until
-		}}
+// snoozeWrite is the fenced write of one snooze.
+func snoozeWrite(p SnoozeParams) fence.Write {
+	return fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli())
 }
