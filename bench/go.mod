@@ -31,5 +31,4 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	gorm.io/driver/sqlite v1.6.0 // indirect
-	gorm.io/plugin/dbresolver v1.6.2 // indirect
 )

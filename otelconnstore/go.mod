@@ -36,5 +36,4 @@ require (
 	golang.org/x/text v0.29.0 // indirect
 	gorm.io/driver/postgres v1.6.3 // indirect
 	gorm.io/driver/sqlite v1.6.0 // indirect
-	gorm.io/plugin/dbresolver v1.6.2 // indirect
 )

@@ -12,7 +12,6 @@ import (
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
-	"gorm.io/plugin/dbresolver"
 )
 
 // Options configures a Repository. The zero value is usable.
@@ -185,7 +184,7 @@ func session(db *gorm.DB) *gorm.DB {
 // caller's own writes): with gorm.io/plugin/dbresolver registered it goes to
 // the source, not a replica; without it the clause does nothing.
 func (r *Repository) primary(ctx context.Context) *gorm.DB {
-	return r.conn(ctx).Clauses(dbresolver.Write)
+	return r.conn(ctx).Clauses(toPrimary{})
 }
 
 // nowMillis is the injected clock in epoch milliseconds.

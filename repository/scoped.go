@@ -6,7 +6,6 @@ import (
 
 	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/scopes"
-	"gorm.io/plugin/dbresolver"
 )
 
 // scopeColumns are the columns every connstore table has; a repository's
@@ -71,7 +70,7 @@ func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKe
 		OwnerDID      string `gorm:"column:owner_did"`
 		ConnectorName string `gorm:"column:connector_name"`
 	}
-	err = r.base(ctx).Clauses(dbresolver.Write).Table(from, vars...).Select("owner_did", "connector_name").
+	err = r.base(ctx).Clauses(toPrimary{}).Table(from, vars...).Select("owner_did", "connector_name").
 		Scopes(r.scopes...).Find(&found).Error
 	if err != nil {
 		return nil, err
