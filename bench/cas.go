@@ -39,7 +39,8 @@ func casCompare(ctx context.Context, dsn string, rep *report, opts repository.Op
 	defer conn.Close(ctx)
 	doc := models.JSON(`{"page":1}`)
 	ours := func() error {
-		return repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+		return repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
+			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				return repository.SyncProgressResult{Checkpoint: doc, LastSyncedAt: "t", EntityCount: 1}, nil
 			}})

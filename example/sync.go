@@ -45,7 +45,8 @@ func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repositor
 		wg.Go(func() {
 			for range pages {
 				errs <- repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
-					ConnectorName: connector, OwnerDID: owner, Recompute: recompute, MaxRetries: &retries})
+					ConnectorKey: repository.ConnectorKey{OwnerDID: owner, ConnectorName: connector},
+					Recompute:    recompute, MaxRetries: &retries})
 			}
 		})
 	}

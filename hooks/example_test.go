@@ -6,11 +6,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/models"
-	"github.com/connstore/connstore/sqliteconn"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // Account is an application's own model guarded by the lock.
@@ -25,13 +23,14 @@ type Account struct {
 func Example() {
 	dir, _ := os.MkdirTemp("", "connstore-hooks")
 	defer os.RemoveAll(dir)
-	db, err := sqliteconn.Open(filepath.Join(dir, "app.db"), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
+	// A handle with the lock plugin installed (connstoretest's store; an
+	// application calls db.Use(hooks.New(hooks.Config{})) on its own).
+	store, err := connstoretest.OpenSQLite(filepath.Join(dir, "app.db"), connstoretest.Options{})
 	if err != nil {
 		panic(err)
 	}
-	if err := db.Use(hooks.New(hooks.Config{})); err != nil {
-		panic(err)
-	}
+	defer store.Close()
+	db := store.DB
 	if err := db.AutoMigrate(&Account{}); err != nil {
 		panic(err)
 	}

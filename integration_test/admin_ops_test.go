@@ -327,12 +327,12 @@ func TestAdminCallsRefuseBadInput(t *testing.T) {
 				return err
 			},
 			"status unknown": func() error {
-				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o", Status: "paused"})
+				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: "paused"})
 				return err
 			},
 			"status bad error text": func() error {
 				msg := "bad\xff"
-				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o", Status: models.SyncStatusError, Error: &msg})
+				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusError, Error: &msg})
 				return err
 			},
 		} {
@@ -343,7 +343,7 @@ func TestAdminCallsRefuseBadInput(t *testing.T) {
 
 func TestSetSyncStatus(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
-		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o", Status: models.SyncStatusSyncing})
+		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusSyncing})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 
 		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{
@@ -352,8 +352,9 @@ func TestSetSyncStatus(t *testing.T) {
 		require.NoError(t, err)
 
 		msg := "provider down"
-		row, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o",
-			Status: models.SyncStatusError, Error: &msg, IfStatus: []string{models.SyncStatusIdle, models.SyncStatusSyncing}})
+		row, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
+			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Status:       models.SyncStatusError, Error: &msg, IfStatus: []string{models.SyncStatusIdle, models.SyncStatusSyncing}})
 		require.NoError(t, err)
 		stored, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
@@ -367,8 +368,9 @@ func TestSetSyncStatus(t *testing.T) {
 		require.Equal(t, "t1", stored.LastSyncedAt)
 
 		// The expected status no longer holds: refused, nothing written.
-		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o",
-			Status: models.SyncStatusIdle, IfStatus: []string{models.SyncStatusSyncing}})
+		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
+			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Status:       models.SyncStatusIdle, IfStatus: []string{models.SyncStatusSyncing}})
 		var se *repository.StateError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, models.SyncStatusError, se.State)
@@ -400,8 +402,9 @@ func TestSetSyncStatusRacesProgress(t *testing.T) {
 		errs := make(chan error, steps+flips)
 		wg.Go(func() {
 			for range steps {
-				errs <- e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
-					MaxRetries: &retries, Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+				errs <- e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					MaxRetries:   &retries, Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 						return step(cur)
 					}})
 			}
@@ -409,8 +412,9 @@ func TestSetSyncStatusRacesProgress(t *testing.T) {
 		statuses := []string{models.SyncStatusSyncing, models.SyncStatusIdle}
 		wg.Go(func() {
 			for i := range flips {
-				_, err := other.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "o",
-					Status: statuses[i%2], MaxRetries: &retries})
+				_, err := other.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					Status:       statuses[i%2], MaxRetries: &retries})
 				errs <- err
 			}
 		})

@@ -21,7 +21,8 @@ func TestWithTxWithoutPluginRefused(t *testing.T) {
 		bare := openDSN(t, e.kind, e.dsn)
 		err = bare.Transaction(func(tx *gorm.DB) error {
 			r := e.repo.WithTx(tx)
-			err := r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+			err := r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
+				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 				Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 					return repository.SyncProgressResult{LastSyncedAt: "t9", EntityCount: 9}, nil
 				}})

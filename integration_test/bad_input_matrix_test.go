@@ -60,20 +60,22 @@ func TestBadInputMatrix(t *testing.T) {
 		err1 := func(_ any, err error) error { return err }
 		err2 := func(_, _ any, err error) error { return err }
 		cases := map[string]error{
-			"GetSyncState empty owner":     err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "", ConnectorName: "crm"})),
-			"GetSyncState oversized":       err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: huge})),
-			"SetSyncState empty connector": r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: ""}, state),
-			"SetSyncState unknown status":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, unknownStatus),
-			"SetSyncState negative count":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, negative),
-			"SetSyncState malformed JSON":  r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, badJSON),
-			"UpdateSyncProgress nil recompute": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorName: "crm", OwnerDID: "owner"}),
+			"GetSyncState empty owner":         err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "", ConnectorName: "crm"})),
+			"GetSyncState oversized":           err1(r.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: huge})),
+			"SetSyncState empty connector":     r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: ""}, state),
+			"SetSyncState unknown status":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, unknownStatus),
+			"SetSyncState negative count":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, negative),
+			"SetSyncState malformed JSON":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, badJSON),
+			"UpdateSyncProgress nil recompute": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}}),
 			"UpdateSyncProgress negative retries": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorName: "crm", OwnerDID: "owner", Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t"}), MaxRetries: &minus}),
+				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Recompute:    recompute(repository.SyncProgressResult{LastSyncedAt: "t"}), MaxRetries: &minus}),
 			"UpdateSyncProgress negative result": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorName: "crm", OwnerDID: "owner", Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: -5})}),
+				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Recompute:    recompute(repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: -5})}),
 			"UpdateSyncProgress malformed result": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorName: "crm", OwnerDID: "owner", Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t",
+				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t",
 					Recovery: models.JSON(`[`)})}),
 			"DeleteSyncState empty":       r.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: ""}),
 			"ListSyncStates zero limit":   err1(r.ListSyncStates(c, repository.ListSyncStatesParams{ConnectorName: "crm"})),

@@ -37,7 +37,8 @@ func BenchmarkUpdateSyncProgress(b *testing.B) {
 		b.Run("repository", func(b *testing.B) {
 			for b.Loop() {
 				require.NoError(b, e.repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorName: "c", OwnerDID: "o", Recompute: recompute}))
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute:    recompute}))
 			}
 		})
 		sel, upd := rebind(e, `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state

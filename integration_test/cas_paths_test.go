@@ -26,8 +26,9 @@ func TestCASPathsRefuseTheSameStaleWrite(t *testing.T) {
 		require.NoError(t, err)
 		moves := map[string]func(){
 			"newer version": func() {
-				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorName: "crm", OwnerDID: "owner",
-					Status: models.SyncStatusSyncing})
+				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+					Status:       models.SyncStatusSyncing})
 				require.NoError(t, err)
 			},
 			"recreated": func() {
@@ -49,8 +50,9 @@ func TestCASPathsRefuseTheSameStaleWrite(t *testing.T) {
 				writers[label] = func() error {
 					zero := 0
 					moved := false
-					return repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "owner",
-						MaxRetries: &zero, Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+					return repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
+						ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+						MaxRetries:   &zero, Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 							if !moved { // between this attempt's read and its write
 								moved = true
 								move()

@@ -36,7 +36,8 @@ func TestReadReplicaRouting(t *testing.T) {
 	_, err = repo.GetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 	require.NoError(t, err, "a Get reads the source")
 	for range 3 {
-		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
+			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 1}, nil
 			}}), "the CAS read goes to the source")

@@ -163,7 +163,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 // addApplied records increment id once, however often it is retried.
 func addApplied(id string) repository.UpdateSyncProgressParams {
 	retries := 1000
-	return repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o", MaxRetries: &retries,
+	return repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, MaxRetries: &retries,
 		Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 			var a applied
 			if cur != nil {

@@ -84,7 +84,8 @@ func TestObserverAndLogEvents(t *testing.T) {
 
 		require.NoError(t, repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 		first := true
-		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
+			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				if first {
 					first = false

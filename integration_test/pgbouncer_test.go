@@ -283,7 +283,8 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 
 				k := (w + r) % 3
 				err = repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorName: "crm", OwnerDID: shared(k), Recompute: recompute, MaxRetries: &retries})
+					ConnectorKey: repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"},
+					Recompute:    recompute, MaxRetries: &retries})
 				if tally.fail("update progress "+tag, err); err == nil {
 					tally.progress[k].Add(1)
 				}

@@ -124,8 +124,9 @@ func mixedWorkload(t *testing.T, e *env, a, b *repository.Repository) {
 				if _, err := repo.ConsumePendingAuth(c, repository.ConsumeParams{State: id, OwnerDID: "owner", ConnectorName: "crm"}); err != nil {
 					errs <- fmt.Errorf("consume auth: %w", err)
 				}
-				if err := repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "c", OwnerDID: "o",
-					Recompute: counterRecompute(nil), MaxRetries: &retries}); err != nil {
+				if err := repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute:    counterRecompute(nil), MaxRetries: &retries}); err != nil {
 					errs <- fmt.Errorf("progress: %w", err)
 				}
 			}

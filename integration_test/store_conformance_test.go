@@ -93,28 +93,32 @@ var storeCases = []storeCase{
 			Checkpoint: models.JSON(`{"p":1}`), LastSyncedAt: "t", Status: models.SyncStatusIdle, Lock: models.Lock{Version: 4, Incarnation: &inc}}).Error)
 		var checkpoint, recovery models.JSON
 		var version int64
-		var incarnation *string
-		found, err := store.ReadCAS(e.db, "crm", "store", &checkpoint, &recovery, &version, &incarnation)
+		var incarnation, errText *string
+		found, err := store.ReadCAS(e.db, "crm", "store", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, int64(4), version)
 		values := []any{models.JSON(`{"p":2}`), "t2", int64(9), nil, nil, int64(5)}
-		stale := store.WriteCAS(e.db, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery})
+		stale := store.WriteCAS(e.db, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery, errText})
 		require.NoError(t, stale.Error)
 		require.Zero(t, stale.RowsAffected, "a stale version writes nothing")
-		ok := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery})
+		msg := "an error the reader did not see"
+		unseen := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery, &msg})
+		require.NoError(t, unseen.Error)
+		require.Zero(t, unseen.RowsAffected, "an error other than the one read writes nothing")
+		ok := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery, errText})
 		require.NoError(t, ok.Error)
 		require.Equal(t, int64(1), ok.RowsAffected)
 		var n int64
 		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.KeyIs("crm", "store")).
-			Where(store.CASGuard("crm", "store", int64(5), inc, models.JSON(`{"p":2}`), nil)).Count(&n).Error)
+			Where(store.CASGuard("crm", "store", int64(5), inc, models.JSON(`{"p":2}`), nil, nil)).Count(&n).Error)
 		require.Equal(t, int64(1), n)
 		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.OwnerAfter("stor")).Count(&n).Error)
 		require.Equal(t, int64(1), n)
 		require.NoError(t, e.db.Model(&models.SyncState{}).
 			Where(store.StatusUnchanged("crm", "store", 5, inc, models.SyncStatusIdle, nil)).Count(&n).Error)
 		require.Equal(t, int64(1), n, "a NULL error matches NULL")
-		found, err = store.ReadCAS(e.db, "crm", "nobody", &checkpoint, &recovery, &version, &incarnation)
+		found, err = store.ReadCAS(e.db, "crm", "nobody", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.False(t, found)
 	}},

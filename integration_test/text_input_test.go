@@ -41,7 +41,8 @@ func TestUnstorableTextRefused(t *testing.T) {
 			errOf := func(_ any, err error) error { return err }
 			errOf3 := func(_, _ any, err error) error { return err }
 			result := func(res repository.SyncProgressResult) error {
-				return r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "owner",
+				return r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
+					ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
 					Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 						return res, nil
 					}})

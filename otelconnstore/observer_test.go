@@ -34,7 +34,8 @@ func TestSpansAndCounters(t *testing.T) {
 
 	require.NoError(t, repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
 	first := true
-	require.NoError(t, repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{ConnectorName: "crm", OwnerDID: "o",
+	require.NoError(t, repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
+		ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 		Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 			if first { // a concurrent writer wins the first round
 				first = false

@@ -49,14 +49,17 @@ type OperationInput struct {
 	// PayloadHash identifies the payload, e.g. a SHA-256 hex digest;
 	// re-recording must match it.
 	PayloadHash string
-	// SourceID is the provider-side id, when known.
+	// SourceID is the provider-side id, when known, e.g. "hs-contact-4711"
+	// for an update of a record the provider already has; nil for a create.
 	SourceID *string
 	// DocumentID is the document the write acts on, when it already exists
 	// (an update or a delete). Recording it links even an operation that
 	// ends dead to its document, so retention keeps the newest failure a
 	// document shows. A create leaves it nil and its commit sets it.
 	DocumentID *string
-	// ReissueIntent is the JSON needed to re-drive the write; required.
+	// ReissueIntent is the JSON needed to re-drive the write; required,
+	// e.g. {"method":"POST","path":"/contacts","body":{"name":"Ada"}}: what
+	// a worker needs to make the same outbound write again.
 	ReissueIntent models.JSON
 	// NotBefore, when set, is the earliest time the operation may be
 	// claimed (run-at): it is stored as the operation's next attempt time,

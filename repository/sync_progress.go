@@ -21,6 +21,11 @@ const DefaultMaxRetries = 5
 type SyncProgressCurrent struct {
 	// Checkpoint and Recovery are the stored documents (nil for NULL).
 	Checkpoint, Recovery models.JSON
+	// Error is the stored error message (nil for none). Each progress write
+	// stores the error its result names (the seed's rule), so a recompute
+	// that means to keep a status's message (SetSyncStatus) returns it:
+	// SyncProgressResult{…, Error: current.Error}.
+	Error *string
 	// Version and Incarnation are the lock the row was read at.
 	Version     int64
 	Incarnation string
@@ -46,8 +51,8 @@ type RecomputeFunc func(ctx context.Context, current *SyncProgressCurrent) (Sync
 
 // UpdateSyncProgressParams addresses one row and says how to recompute it.
 type UpdateSyncProgressParams struct {
-	// ConnectorName and OwnerDID identify the row.
-	ConnectorName, OwnerDID string
+	// ConnectorKey names the row (its fields are promoted).
+	ConnectorKey
 	// Recompute derives the new state; required.
 	Recompute RecomputeFunc
 	// MaxRetries bounds re-reads after a lost CAS; nil means
@@ -58,8 +63,9 @@ type UpdateSyncProgressParams struct {
 // UpdateSyncProgress writes progress by compare-and-swap: read, recompute,
 // then one UPDATE that bumps version and never writes status (the workflow
 // owns it), guarded on everything the recompute saw: version, incarnation,
-// checkpoint and recovery. The seed guards on version and incarnation only;
-// the stored documents are guarded too because SetSyncState rewrites them
+// checkpoint, recovery and error. The seed guards on version and
+// incarnation only; the stored values are guarded too because SetSyncState
+// rewrites them
 // without bumping the version, and a version-only guard would let an update
 // that read before the reset undo it. A lost CAS (a concurrent writer, a
 // reset, a delete+recreate) re-reads and recomputes. With no row it inserts
@@ -110,6 +116,7 @@ func casValues(res SyncProgressResult) []any {
 // casRow is what one CAS attempt reads.
 type casRow struct {
 	Checkpoint, Recovery models.JSON
+	Error                *string
 	Version              int64
 	Incarnation          *string
 }
@@ -130,7 +137,8 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 	if row.Incarnation == nil || *row.Incarnation == "" {
 		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
 	}
-	cur := &SyncProgressCurrent{Checkpoint: row.Checkpoint, Recovery: row.Recovery, Version: row.Version, Incarnation: *row.Incarnation}
+	cur := &SyncProgressCurrent{Checkpoint: row.Checkpoint, Recovery: row.Recovery, Error: row.Error,
+		Version: row.Version, Incarnation: *row.Incarnation}
 	res, err := recompute(ctx, p.Recompute, cur)
 	if err != nil {
 		return false, err
@@ -166,12 +174,12 @@ func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressPara
 }
 
 // writeProgress writes res guarded on cur (store.CASGuard: everything a
-// recompute saw, checkpoint and recovery included, since SetSyncState
+// recompute saw, checkpoint, recovery and error included, since SetSyncState
 // rewrites those without bumping the version); done is false when
 // the guard no longer matched. Status is deliberately not written.
 func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent,
 	res SyncProgressResult, since uint64) (done bool, err error) {
-	guard := []any{p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery}
+	guard := []any{p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery, cur.Error}
 	var tx *gorm.DB
 	values := append(casValues(res), cur.Version+1)
 	if len(r.scopes) == 0 {
@@ -186,7 +194,7 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 	if tx.Error != nil || tx.RowsAffected != 1 {
 		return false, tx.Error
 	}
-	r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
+	r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery, Error: res.Error,
 		Version: cur.Version + 1, Incarnation: cur.Incarnation}, since)
 	return true, nil
 }
@@ -213,7 +221,7 @@ func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurren
 func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParams) (*casRow, error) {
 	if len(r.scopes) > 0 {
 		var rows []casRow
-		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "version", "incarnation").
+		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "error", "version", "incarnation").
 			Where(store.KeyIs(p.ConnectorName, p.OwnerDID)).Limit(1).Scan(&rows).Error
 		if err != nil || len(rows) == 0 {
 			return nil, err
@@ -221,7 +229,7 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 		return &rows[0], nil
 	}
 	var row casRow
-	found, err := store.ReadCAS(r.primary(ctx), p.ConnectorName, p.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Version, &row.Incarnation)
+	found, err := store.ReadCAS(r.primary(ctx), p.ConnectorName, p.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Error, &row.Version, &row.Incarnation)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -245,7 +253,7 @@ func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressPar
 		return false, tx.Error
 	}
 	if row.Incarnation != nil {
-		r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery,
+		r.remember(p, SyncProgressCurrent{Checkpoint: res.Checkpoint, Recovery: res.Recovery, Error: res.Error,
 			Version: row.Version, Incarnation: *row.Incarnation}, since)
 	}
 	return true, nil

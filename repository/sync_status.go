@@ -14,13 +14,16 @@ import (
 
 // SetSyncStatusParams changes one sync state's workflow status.
 type SetSyncStatusParams struct {
-	// ConnectorName and OwnerDID name the row.
-	ConnectorName, OwnerDID string
+	// ConnectorKey names the row (its fields are promoted).
+	ConnectorKey
 	// Status is one of the models.SyncStatus* values.
 	Status string
 	// Error is the error message stored with the status; nil clears it.
 	// UpdateSyncProgress writes the error column too (the seed's progress
-	// update does), so the later of the two writes decides it.
+	// update stores its result's error), so a progress write after this one
+	// replaces the message unless its recompute keeps it: it sees the
+	// stored message as SyncProgressCurrent.Error and is guarded on it, so
+	// it never overwrites a message it did not see.
 	Error *string
 	// IfStatus, when not empty, lists the statuses the row must hold for
 	// the change to be made (e.g. only "syncing" may become "idle"); any

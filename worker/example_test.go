@@ -7,14 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/connstore/connstore/hooks"
-	"github.com/connstore/connstore/migrations"
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
-	"github.com/connstore/connstore/sqliteconn"
 	"github.com/connstore/connstore/worker"
-	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 )
 
 // Example re-drives recorded operations with a pool until they are done.
@@ -22,20 +18,14 @@ func Example() {
 	dir, _ := os.MkdirTemp("", "connstore-worker")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	db, err := sqliteconn.Open(filepath.Join(dir, "app.db"), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard}})
+	// A migrated store with the lock plugin (see the README for the same
+	// set-up on an application's own handle).
+	store, err := connstoretest.OpenSQLite(filepath.Join(dir, "app.db"), connstoretest.Options{})
 	if err != nil {
 		panic(err)
 	}
-	if err := db.Use(hooks.New(hooks.Config{})); err != nil {
-		panic(err)
-	}
-	if err := migrations.Migrate(ctx, db); err != nil {
-		panic(err)
-	}
-	repo, err := repository.New(db, repository.Options{})
-	if err != nil {
-		panic(err)
-	}
+	defer store.Close()
+	repo := store.Repo
 	for _, id := range []string{"op-1", "op-2", "op-3"} {
 		_, _, err := repo.RecordOperation(ctx, repository.OperationInput{CallerDID: "did:example:alice", OperationID: id,
 			NodeKey: "n", OwnerDID: "did:example:alice", ConnectorName: "crm", Model: "contact", Op: "create",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -39,8 +40,13 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	if err != nil {
 		return err
 	}
-	if len(words) < 2 {
+	switch {
+	case len(words) == 0:
 		return fmt.Errorf("%w: a command is required", errUsage)
+	case len(words) == 1 && len(verbsOf(words[0])) == 0:
+		return fmt.Errorf("%w: unknown command %q", errUsage, words[0])
+	case len(words) == 1:
+		return fmt.Errorf("%w: %s needs one of: %s", errUsage, words[0], strings.Join(verbsOf(words[0]), ", "))
 	}
 	name := words[0] + " " + words[1]
 	cmd, ok := commands[name]
@@ -59,4 +65,17 @@ func dispatch(ctx context.Context, args []string, stdout io.Writer, getenv func(
 	}
 	defer c.close()
 	return cmd.run(ctx, c)
+}
+
+// verbsOf lists the verbs of a command group, sorted; none for a word that
+// is not a group.
+func verbsOf(group string) []string {
+	var verbs []string
+	for name := range commands {
+		if g, verb, _ := strings.Cut(name, " "); g == group {
+			verbs = append(verbs, verb)
+		}
+	}
+	slices.Sort(verbs)
+	return verbs
 }

@@ -92,6 +92,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		"unknown command": {args: []string{"-dsn", "x.db", "ops", "explode"}, want: `unknown command "ops explode"`},
 		"no command":      {args: []string{"-dsn", "x.db"}, want: "a command is required"},
+		"unknown group":   {args: []string{"-dsn", "x.db", "frob"}, want: `unknown command "frob"`},
+		"group alone":     {args: []string{"-dsn", "x.db", "ops"}, want: "ops needs one of: cancel, counts, list, requeue"},
 		"unknown flag":    {args: []string{"ops", "counts", "-bogus"}, want: "flag provided but not defined"},
 		"no dsn":          {env: []string{"CONNSTORE_DSN="}, args: []string{"ops", "counts"}, want: "no database"},
 		"missing args":    {args: []string{"-dsn", "x.db", "ops", "requeue", "caller"}, want: "takes 2 arguments"},

@@ -22,7 +22,7 @@ func TestPlaceholdersMatchValues(t *testing.T) {
 		"DueAtMost":       DueAtMost(1),
 		"DueAfter":        DueAfter(1, "c", "o"),
 		"QueueCounts":     {SQL: counts, Vars: countVars},
-		"CASGuard":        CASGuard(1, 2, 3, 4, 5, 6),
+		"CASGuard":        CASGuard(1, 2, 3, 4, 5, 6, 7),
 		"KeyIs":           KeyIs("c", "o"),
 		"OwnerAfter":      OwnerAfter("o"),
 		"StatusUnchanged": StatusUnchanged("c", "o", 1, "i", "s", nil),
@@ -41,7 +41,7 @@ func TestPlaceholdersMatchValues(t *testing.T) {
 	} {
 		require.Equal(t, strings.Count(e.SQL, "?"), len(e.Vars), name)
 	}
-	require.Equal(t, strings.Count(casWrite, "?"), len(CASColumns)+1+6, "the write's SET and guard")
+	require.Equal(t, strings.Count(casWrite, "?"), len(CASColumns)+1+7, "the write's SET and guard")
 }
 
 // TestStillHeldServesNoIndex: the batched write's state and lease

@@ -9,16 +9,17 @@ import (
 
 // The CAS statements of the sync state, written out for repositories
 // without extra scopes. The write is guarded on everything a recompute saw:
-// version and incarnation, and the stored checkpoint and recovery too,
-// because SetSyncState (the seed's upsert) rewrites those without bumping
+// version and incarnation, and the stored checkpoint, recovery and error
+// too, because SetSyncState (the seed's upsert) rewrites those without bumping
 // the version, and a write guarded on the version alone would undo its
 // reset. They are plain statements, never named prepared ones: those break
 // behind PgBouncer's transaction pooling.
 const (
-	casRead = `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state
+	casRead = `SELECT checkpoint, recovery, error, version, incarnation FROM kubun_connector_sync_state
 		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
 	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
-		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?`
+		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?
+		AND error IS NOT DISTINCT FROM ?`
 )
 
 // CASColumns are the columns a progress write sets, besides the version.
@@ -32,11 +33,11 @@ var casWrite = "UPDATE kubun_connector_sync_state SET " + strings.Join(CASColumn
 	" = ?, version = ? WHERE " + casGuard
 
 // CASGuard is the write's guard for the builder: connector, owner, version,
-// incarnation, checkpoint and recovery, in that order.
+// incarnation, checkpoint, recovery and error, in that order.
 func CASGuard(guard ...any) clause.Expr { return clause.Expr{SQL: casGuard, Vars: guard} }
 
 // ReadCAS reads the CAS columns of one sync state into dest (checkpoint,
-// recovery, version, incarnation) through db's callbacks, so the
+// recovery, error, version, incarnation) through db's callbacks, so the
 // application's logger and tracer see it; found is false without a row.
 // Written out and scanned by hand: the CAS is the hot path, and gorm's
 // clause building and Scan's reflection were most of its cost.
