@@ -157,6 +157,7 @@ func TestWorkerConfigRefused(t *testing.T) {
 			"no handler":                     {},
 			"heartbeat as long as the lease": {Handler: h, LeaseFor: time.Second, HeartbeatEvery: time.Second},
 			"heartbeat longer than lease":    {Handler: h, LeaseFor: time.Second, HeartbeatEvery: 2 * time.Second},
+			"heartbeat just under the lease": {Handler: h, LeaseFor: 100 * time.Millisecond, HeartbeatEvery: 99 * time.Millisecond},
 			"default lease, long heartbeat":  {Handler: h, HeartbeatEvery: 2 * time.Minute},
 			"negative concurrency":           {Handler: h, Concurrency: -1},
 			"negative batch":                 {Handler: h, BatchSize: -1},
@@ -186,7 +187,15 @@ func TestWorkerConfigRefused(t *testing.T) {
 		first := make(chan error, 1)
 		go func() { first <- pool.Run(c) }()
 		<-started // the first Run is running
-		require.ErrorIs(t, pool.Run(c), worker.ErrAlreadyRunning)
+		second := make(chan error, 1)
+		go func() { second <- pool.Run(c) }()
+		select {
+		case err := <-second:
+			require.ErrorIs(t, err, worker.ErrAlreadyRunning)
+		case <-time.After(5 * time.Second):
+			cancel()
+			t.Fatal("a second Run was not refused: it ran beside the first")
+		}
 		cancel()
 		require.NoError(t, <-first)
 		c2, cancel2 := context.WithCancel(ctx(t))
@@ -217,6 +226,38 @@ func TestWorkerPanicLoggedWithStack(t *testing.T) {
 }
 
 func panicInHandler() { panic("handler bug") }
+
+// TestWorkerTimeoutForPanics: HandlerTimeoutFor is the application's code
+// too; a panic in it is that operation's outcome (a retryable failure of
+// kind panic, logged with its stack), not a crashed process, and the other
+// operations run as usual.
+func TestWorkerTimeoutForPanics(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		seedDue(t, e, 2)
+		h := &recordingHandler{}
+		pool, err := worker.New(realRepo(t, e), worker.Config{Logger: slog.New(h),
+			HandlerTimeoutFor: func(op *models.Operation) time.Duration {
+				if op.OperationID == "op-000001" {
+					panicInTimeoutFor()
+				}
+				return 0
+			},
+			Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
+		require.NoError(t, err)
+		stats := runPool(t, pool, func() bool {
+			return count(t, e.db, &models.Operation{}, "lease_token IS NULL AND (state = ? OR attempts = 1)", models.OperationCommitted) == 2
+		})
+		require.Equal(t, int64(1), stats.Panicked)
+		require.Equal(t, int64(1), stats.Committed)
+		require.Equal(t, worker.KindPanic, *snapshot(t, e, "caller", "op-000001").LastKind)
+		errs := h.logged(slog.LevelError, "caller/op-000001")
+		require.Len(t, errs, 1)
+		require.Contains(t, attr(errs[0], "stack"), "panicInTimeoutFor")
+	})
+}
+
+func panicInTimeoutFor() { panic("timeout lookup bug") }
 
 // TestWorkerHandlerTimeout: a handler past HandlerTimeout (or its
 // operation's HandlerTimeoutFor) has its context cancelled and its attempt
@@ -350,6 +391,27 @@ func TestSnoozeOperation(t *testing.T) {
 		claimed, err = e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 3, LeaseFor: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, claimed, 2, "due again at their time")
+
+		// After a counted failure, a snooze keeps the attempts and the
+		// failure's kind and status as they are.
+		status := int64(503)
+		_, err = e.repo.RecordOperationFailure(ctx(t), repository.FailureParams{Fence: repository.FenceOf(&claimed[0]), Kind: "http", HTTPStatus: &status})
+		require.NoError(t, err)
+		e.clock.Advance(24 * time.Hour)
+		again2, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 3, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		var failed *models.Operation
+		for i := range again2 {
+			if again2[i].OperationID == claimed[0].OperationID {
+				failed = &again2[i]
+			}
+		}
+		require.NotNil(t, failed, "the failed operation is due again")
+		w, err = e.repo.SnoozeOperation(ctx(t), repository.SnoozeParams{Fence: repository.FenceOf(failed), Until: e.clock.At(time.Hour)})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), w.Attempts, "a snooze is not an attempt")
+		require.Equal(t, "http", *w.LastKind)
+		require.Equal(t, status, *w.LastHTTPStatus)
 	})
 }
 

@@ -25,8 +25,11 @@ type Config struct {
 	// LeaseFor is each lease's length; 0 means one minute.
 	LeaseFor time.Duration
 	// HeartbeatEvery is how often running handlers' leases are extended;
-	// 0 means LeaseFor / 3. It must be shorter than LeaseFor, or leases
-	// expire under running handlers.
+	// 0 means LeaseFor / 3. It must be at most LeaseFor / 2: every lease
+	// then gets at least two heartbeats, so one that is late (a slow
+	// statement, a busy database) or fails does not lose it. A heartbeat
+	// just shorter than the lease is refused, not accepted to lose leases
+	// whenever a statement takes longer than the difference.
 	HeartbeatEvery time.Duration
 	// PollInterval is the wait after a claim found nothing; 0 means 100 ms.
 	// On PostgreSQL a recorded operation also wakes the pool at once (see
@@ -98,8 +101,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.BatchSize = orDefault(cfg.BatchSize, cfg.Concurrency)
 	cfg.LeaseFor = orDefault(cfg.LeaseFor, time.Minute)
 	cfg.HeartbeatEvery = orDefault(cfg.HeartbeatEvery, cfg.LeaseFor/3)
-	if cfg.HeartbeatEvery >= cfg.LeaseFor {
-		bad("HeartbeatEvery %v must be shorter than LeaseFor %v: leases would expire under running handlers",
+	if cfg.HeartbeatEvery > cfg.LeaseFor/2 {
+		bad("HeartbeatEvery %v must be at most half of LeaseFor %v: one late heartbeat would lose leases under running handlers",
 			cfg.HeartbeatEvery, cfg.LeaseFor)
 	}
 	cfg.PollInterval = orDefault(cfg.PollInterval, 100*time.Millisecond)

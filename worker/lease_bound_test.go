@@ -63,7 +63,8 @@ func TestLeaseBoundCancelsWithCause(t *testing.T) {
 }
 
 // TestConfigRefusesImpossibleLeases: a heartbeat no shorter than the lease
-// could never renew it in time.
+// could never renew it in time, and one over half the lease loses it when
+// a single heartbeat is late.
 func TestConfigRefusesImpossibleLeases(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -71,6 +72,9 @@ func TestConfigRefusesImpossibleLeases(t *testing.T) {
 		ok        bool
 	}{
 		{"heartbeat shorter", time.Minute, 20 * time.Second, true},
+		{"heartbeat half the lease", time.Minute, 30 * time.Second, true},
+		{"heartbeat just over half", 100 * time.Millisecond, 51 * time.Millisecond, false},
+		{"heartbeat just under the lease", 100 * time.Millisecond, 99 * time.Millisecond, false},
 		{"heartbeat equal", time.Minute, time.Minute, false},
 		{"heartbeat longer", time.Second, 2 * time.Second, false},
 		{"negative lease", -time.Second, 0, false},

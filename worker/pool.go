@@ -74,7 +74,7 @@ type Pool struct {
 
 // New returns a pool on repo, or ErrInvalidInput (wrapped, naming every
 // problem) for a configuration that cannot work: no handler, a negative
-// count or duration, a heartbeat no shorter than the lease.
+// count or duration, a heartbeat longer than half the lease.
 func New(repo *repository.Repository, cfg Config) (*Pool, error) {
 	if repo == nil {
 		return nil, fmt.Errorf("worker: %w: a repository is required", repository.ErrInvalidInput)

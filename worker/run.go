@@ -301,9 +301,17 @@ func closed(c <-chan struct{}) bool {
 }
 
 // call runs the handler under its timeout, and reports why its context
-// ended, if it did. A panic is recorded as a retryable failure, not a dead
-// pool, and logged with its stack.
+// ended, if it did. A panic, in the handler or in HandlerTimeoutFor (user
+// code too), is recorded as a retryable failure, not a dead pool, and
+// logged with its stack.
 func (r *run) call(ctx context.Context, j *job) (res Result, panicked bool, cause error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, panicked = Result{}, true
+			r.cfg.Logger.Error("connstore worker: handler panicked", "operation", j.fence.String(),
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		}
+	}()
 	timeout, err := r.cfg.timeoutFor(&j.op)
 	if err != nil {
 		return Result{}, false, err // refused as the operation's result
@@ -316,11 +324,6 @@ func (r *run) call(ctx context.Context, j *job) (res Result, panicked bool, caus
 	defer func() {
 		if ctx.Err() != nil {
 			cause = context.Cause(ctx)
-		}
-		if v := recover(); v != nil {
-			panicked = true
-			r.cfg.Logger.Error("connstore worker: handler panicked", "operation", j.fence.String(),
-				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 	}()
 	op := j.op
