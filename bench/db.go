@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"gorm.io/driver/postgres"
@@ -13,10 +13,10 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// freshSchema creates an empty schema (connstoretest's, as the suite's) and
+// freshSchema creates an empty schema (the suite's own, internal/dbtest) and
 // returns its name and a DSN whose search_path selects it.
 func freshSchema(ctx context.Context, dsn, prefix string) (string, string, error) {
-	return connstoretest.NewSchema(ctx, dsn, prefix+"_")
+	return dbtest.NewSchema(ctx, dsn, prefix+"_")
 }
 
 // store opens connstore on a fresh schema: plugin, migrations, repository.

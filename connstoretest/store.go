@@ -2,16 +2,13 @@ package connstoretest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
-	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/sqliteconn"
@@ -48,7 +45,7 @@ type Options struct {
 }
 
 // PostgresEnv is the environment variable Postgres reads when given no DSN.
-const PostgresEnv = "CONNSTORE_TEST_PG_DSN"
+const PostgresEnv = dbtest.PostgresEnv
 
 // SQLite returns a Store on a new SQLite file in t.TempDir(), opened with
 // sqliteconn.Open.
@@ -78,28 +75,11 @@ func Postgres(t testing.TB, dsn string, opts Options) *Store {
 // empty, at $CONNSTORE_TEST_PG_DSN) and returns dsn with a search_path
 // selecting it; the schema is dropped when the test ends. Without a DSN the
 // test is skipped, or failed when CI=true, so a CI run never passes by
-// skipping its database.
+// skipping its database. (The project's own suite makes its schemas the
+// same way.)
 func SchemaDSN(t testing.TB, dsn string) string {
 	t.Helper()
-	if dsn == "" {
-		dsn = os.Getenv(PostgresEnv)
-	}
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("connstoretest: %s is not set; PostgreSQL tests cannot be skipped under CI", PostgresEnv)
-		}
-		t.Skipf("connstoretest: %s is not set; skipping PostgreSQL", PostgresEnv)
-	}
-	name, schemaDSN, err := NewSchema(context.Background(), dsn, "connstoretest_")
-	if err != nil {
-		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: %v", PostgresEnv, err)
-	}
-	t.Cleanup(func() {
-		if err := DropSchema(context.Background(), dsn, name); err != nil {
-			t.Logf("connstoretest: drop schema %s: %v", name, err)
-		}
-	})
-	return schemaDSN
+	return dbtest.SchemaDSN(t, dsn)
 }
 
 // NewSchema creates an empty schema named prefix and random hex on the
@@ -108,40 +88,12 @@ func SchemaDSN(t testing.TB, dsn string) string {
 // testing.TB (a benchmark, a tool): the caller drops the schema
 // (DropSchema) when done.
 func NewSchema(ctx context.Context, dsn, prefix string) (name, schemaDSN string, err error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "", "", fmt.Errorf("the DSN must be a URL: %w", err)
-	}
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	name = prefix + hex.EncodeToString(b)
-	if err := onServer(ctx, dsn, "CREATE SCHEMA "+name); err != nil {
-		return "", "", fmt.Errorf("create schema: %w", err)
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return name, u.String(), nil
+	return dbtest.NewSchema(ctx, dsn, prefix)
 }
 
 // DropSchema drops the schema name (from NewSchema) and everything in it.
 func DropSchema(ctx context.Context, dsn, name string) error {
-	return onServer(ctx, dsn, "DROP SCHEMA "+name+" CASCADE")
-}
-
-// onServer runs one statement on a connection of its own to the server at
-// dsn.
-func onServer(ctx context.Context, dsn, stmt string) error {
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		return err
-	}
-	adminDB, err := admin.DB()
-	if err != nil {
-		return err
-	}
-	defer adminDB.Close()
-	return admin.WithContext(ctx).Exec(stmt).Error
+	return dbtest.DropSchema(ctx, dsn, name)
 }
 
 func (o Options) withDefaults() Options {

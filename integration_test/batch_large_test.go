@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -104,7 +105,7 @@ func TestBatchCommitDrivenByItsRows(t *testing.T) {
 		far := now + time.Hour.Milliseconds()
 		others := make([]models.Operation, 8000)
 		for i := range others {
-			others[i] = opRow(i, models.OperationAttempted, &now, now)
+			others[i] = dbtest.OpRow(i, models.OperationAttempted, &now, now)
 			tok := fmt.Sprintf("tok%d", i)
 			others[i].LeaseToken, others[i].LeaseExpiresAt = &tok, &far
 		}

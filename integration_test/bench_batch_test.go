@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -23,7 +24,7 @@ func BenchmarkBatchCommitLiveLeases(b *testing.B) {
 				far := now + time.Hour.Milliseconds()
 				others := make([]models.Operation, live)
 				for i := range others {
-					others[i] = opRow(i, models.OperationAttempted, &far, now)
+					others[i] = dbtest.OpRow(i, models.OperationAttempted, &far, now)
 					tok := fmt.Sprintf("tok%d", i)
 					others[i].LeaseToken, others[i].LeaseExpiresAt = &tok, &far
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -67,7 +68,7 @@ func BenchmarkClaimOperations(b *testing.B) {
 		c := context.Background()
 		rows := make([]models.Operation, 20000)
 		for i := range rows {
-			rows[i] = opRow(i, models.OperationAttempted, ptr(int64(i)), int64(i))
+			rows[i] = dbtest.OpRow(i, models.OperationAttempted, ptr(int64(i)), int64(i))
 		}
 		require.NoError(b, e.db.CreateInBatches(rows, 1000).Error)
 		// Leases of 1ms expire as the clock moves 2ms per call, so every

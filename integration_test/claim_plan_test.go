@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -22,10 +23,10 @@ func TestClaimTakesEarliestDueFirst(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		now := e.clock.Millis()
 		seedOps(t, e, []models.Operation{
-			opRow(1, models.OperationAttempted, nil, now-20),
-			opRow(2, models.OperationAttempted, ptr(now-5), 2),
-			opRow(3, models.OperationAttempted, ptr(now+60000), 3), // backed off
-			opRow(4, models.OperationAttempted, ptr(now-50), 4),
+			dbtest.OpRow(1, models.OperationAttempted, nil, now-20),
+			dbtest.OpRow(2, models.OperationAttempted, ptr(now-5), 2),
+			dbtest.OpRow(3, models.OperationAttempted, ptr(now+60000), 3), // backed off
+			dbtest.OpRow(4, models.OperationAttempted, ptr(now-50), 4),
 		})
 		first := claim(t, e, 2, time.Minute)
 		require.Equal(t, []string{"op-000001", "op-000004"}, ids(first), "due at now-20 and now-50")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -69,7 +70,7 @@ func TestIterDueStreams(t *testing.T) {
 		var ops []models.Operation
 		var watches []models.ProjectionWatch
 		for i := range 30 {
-			ops = append(ops, opRow(i, models.OperationAttempted, nil, 1))
+			ops = append(ops, dbtest.OpRow(i, models.OperationAttempted, nil, 1))
 			watches = append(watches, watchRow(fmt.Sprintf("w%02d", i), models.WatchVerified, nil, models.StrPtr("d"), nil))
 		}
 		seedOps(t, e, ops)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -43,10 +44,10 @@ func TestListDueFilters(t *testing.T) {
 		past, at, soon := ms(now.Add(-time.Second)), ms(now), ms(now.Add(2*time.Second))
 		d, x, y := models.StrPtr("d"), models.StrPtr("x"), models.StrPtr("y")
 		ops := []models.Operation{
-			opRow(1, models.OperationAttempted, nil, 1), opRow(2, models.OperationAttempted, past, 1),
-			opRow(3, models.OperationAttempted, at, 1), opRow(4, models.OperationAttempted, soon, 1),
-			opRow(5, models.OperationCommitted, nil, 1), opRow(6, models.OperationDead, past, 1),
-			opRow(7, models.OperationReconcileOnly, nil, 1), opRow(8, models.OperationAttempted, past, 1),
+			dbtest.OpRow(1, models.OperationAttempted, nil, 1), dbtest.OpRow(2, models.OperationAttempted, past, 1),
+			dbtest.OpRow(3, models.OperationAttempted, at, 1), dbtest.OpRow(4, models.OperationAttempted, soon, 1),
+			dbtest.OpRow(5, models.OperationCommitted, nil, 1), dbtest.OpRow(6, models.OperationDead, past, 1),
+			dbtest.OpRow(7, models.OperationReconcileOnly, nil, 1), dbtest.OpRow(8, models.OperationAttempted, past, 1),
 		}
 		ops[7].LeaseToken, ops[7].LeaseExpiresAt = models.StrPtr("held"), soon // leased rows are still listed
 		seedOps(t, e, ops)

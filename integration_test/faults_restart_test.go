@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -44,7 +45,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 	rows := make([]models.Operation, ops)
 	now := time.Now().UnixMilli()
 	for i := range rows {
-		rows[i] = opRow(i, models.OperationAttempted, &now, now)
+		rows[i] = dbtest.OpRow(i, models.OperationAttempted, &now, now)
 	}
 	seedOps(t, e, rows)
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -33,15 +34,15 @@ func TestClaimDueFilter(t *testing.T) {
 		now := e.clock.Now()
 		past, future := ms(now.Add(-time.Second)), ms(now.Add(time.Second))
 		rows := []models.Operation{
-			opRow(1, models.OperationAttempted, nil, 1),     // never backed off: due
-			opRow(2, models.OperationAttempted, past, 1),    // due
-			opRow(3, models.OperationAttempted, ms(now), 1), // due exactly now
-			opRow(4, models.OperationAttempted, future, 1),  // backed off
-			opRow(5, models.OperationCommitted, nil, 1),
-			opRow(6, models.OperationDead, past, 1),
-			opRow(7, models.OperationReconcileOnly, nil, 1),
-			opRow(8, models.OperationAttempted, nil, 1), // live lease
-			opRow(9, models.OperationAttempted, nil, 1), // lease expired
+			dbtest.OpRow(1, models.OperationAttempted, nil, 1),     // never backed off: due
+			dbtest.OpRow(2, models.OperationAttempted, past, 1),    // due
+			dbtest.OpRow(3, models.OperationAttempted, ms(now), 1), // due exactly now
+			dbtest.OpRow(4, models.OperationAttempted, future, 1),  // backed off
+			dbtest.OpRow(5, models.OperationCommitted, nil, 1),
+			dbtest.OpRow(6, models.OperationDead, past, 1),
+			dbtest.OpRow(7, models.OperationReconcileOnly, nil, 1),
+			dbtest.OpRow(8, models.OperationAttempted, nil, 1), // live lease
+			dbtest.OpRow(9, models.OperationAttempted, nil, 1), // lease expired
 		}
 		rows[7].LeaseToken, rows[7].LeaseExpiresAt = models.StrPtr("other"), future
 		rows[8].LeaseToken, rows[8].LeaseExpiresAt = models.StrPtr("other"), past
@@ -89,7 +90,7 @@ func TestNoDoubleLease(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		rows := make([]models.Operation, total)
 		for i := range rows {
-			rows[i] = opRow(i, models.OperationAttempted, nil, int64(i))
+			rows[i] = dbtest.OpRow(i, models.OperationAttempted, nil, int64(i))
 		}
 		seedOps(t, e, rows)
 		var (
@@ -231,9 +232,9 @@ func TestClaimOldestDueFirst(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		now := e.clock.Millis()
 		seedOps(t, e, []models.Operation{
-			opRow(1, models.OperationAttempted, ptr(now-10), 1),
-			opRow(2, models.OperationAttempted, ptr(now-30), 2),
-			opRow(3, models.OperationAttempted, ptr(now-20), 3),
+			dbtest.OpRow(1, models.OperationAttempted, ptr(now-10), 1),
+			dbtest.OpRow(2, models.OperationAttempted, ptr(now-30), 2),
+			dbtest.OpRow(3, models.OperationAttempted, ptr(now-20), 3),
 		})
 		recordOp(t, e, "caller", "fresh") // due now: after every backed-off row
 		var order []string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -105,7 +106,7 @@ func TestObserverAndLogEvents(t *testing.T) {
 		require.Contains(t, obs.take(), repository.Event{Kind: repository.EventLeaseLost, Method: "CommitOperation",
 			Count: 1, Reason: repository.LeaseLostExpired})
 
-		seedOps(t, e, []models.Operation{opRow(1, models.OperationCommitted, nil, 1)})
+		seedOps(t, e, []models.Operation{dbtest.OpRow(1, models.OperationCommitted, nil, 1)})
 		n, err := repo.CollectFinishedOperations(c, repository.CollectParams{Before: e.clock.Now(), Limit: 10})
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)

@@ -2,7 +2,6 @@ package integrationtest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -26,17 +25,6 @@ func recordOp(t *testing.T, e *env, caller, id string) *models.Operation {
 	require.NoError(t, err)
 	require.True(t, created)
 	return op
-}
-
-// opRow builds an operation row for bulk seeding.
-func opRow(i int, state string, next *int64, created int64) models.Operation {
-	id := fmt.Sprintf("op-%06d", i)
-	return models.Operation{
-		CallerDID: "caller", OperationID: id, NodeKey: "n", OwnerDID: "owner", ConnectorName: "crm",
-		Model: "m", Op: "create", AccountKey: "a", Target: "t", DeterministicEventID: "e" + id,
-		PayloadHash: "h", ReissueIntent: models.JSON(`{}`), State: state, NextAttemptAt: next,
-		CreatedAt: created, UpdatedAt: created,
-	}
 }
 
 // seedOps inserts a copy of rows: gorm writes defaults and the lock back

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/connstore/connstore/connstoretest"
+	"github.com/connstore/connstore/internal/dbtest"
 	"net/url"
 	"os"
 	"sync"
@@ -67,7 +68,7 @@ func withExecMode(t testing.TB, dsn, mode string) string {
 // database is dropped, connections and all, when the test ends.
 func bouncedDatabase(t *testing.T, dsn string) string {
 	t.Helper()
-	return newDatabase(t, withExecMode(t, dsn, "exec"), dsn, "b_")
+	return dbtest.NewDatabase(t, withExecMode(t, dsn, "exec"), dsn, "b_")
 }
 
 // TestPgBouncerTransactionPooling runs the repository behind PgBouncer in

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/scopes"
@@ -18,7 +19,7 @@ import (
 
 // docRow is an operation on document doc by caller and owner.
 func docRow(id, state, caller, owner, doc string, created, updated int64) models.Operation {
-	op := opRow(0, state, nil, created)
+	op := dbtest.OpRow(0, state, nil, created)
 	op.OperationID, op.DeterministicEventID = id, "e"+id
 	op.CallerDID, op.OwnerDID, op.DocumentID, op.UpdatedAt = caller, owner, &doc, updated
 	return op

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -111,7 +112,7 @@ func randomHistory(r *rand.Rand, now int64) []models.Operation {
 	docs := []*string{nil, models.StrPtr("d1"), models.StrPtr("d1"), models.StrPtr("d2")}
 	rows := make([]models.Operation, 1+r.IntN(25))
 	for i := range rows {
-		op := opRow(i, states[r.IntN(len(states))], nil, int64(r.IntN(6)))
+		op := dbtest.OpRow(i, states[r.IntN(len(states))], nil, int64(r.IntN(6)))
 		op.OperationID = fmt.Sprintf("op%02d", i)
 		op.CallerDID = fmt.Sprintf("c%d", r.IntN(3))
 		op.OwnerDID = fmt.Sprintf("o%d", r.IntN(2))

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -11,7 +12,7 @@ import (
 
 // finished builds a finished operation for retention tests.
 func finished(id, caller, owner, state string, doc *string, created, updated int64) models.Operation {
-	op := opRow(0, state, nil, created)
+	op := dbtest.OpRow(0, state, nil, created)
 	op.OperationID, op.CallerDID, op.OwnerDID, op.DocumentID, op.UpdatedAt = id, caller, owner, doc, updated
 	return op
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"github.com/stretchr/testify/require"
@@ -20,9 +21,9 @@ func TestScopesCompose(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		now := e.clock.Now()
 		rows := []models.Operation{
-			opRow(1, models.OperationAttempted, nil, 1), opRow(2, models.OperationAttempted, nil, 1),
-			opRow(3, models.OperationAttempted, ms(now.Add(time.Hour)), 1), opRow(4, models.OperationDead, nil, 1),
-			opRow(5, models.OperationAttempted, nil, 1),
+			dbtest.OpRow(1, models.OperationAttempted, nil, 1), dbtest.OpRow(2, models.OperationAttempted, nil, 1),
+			dbtest.OpRow(3, models.OperationAttempted, ms(now.Add(time.Hour)), 1), dbtest.OpRow(4, models.OperationDead, nil, 1),
+			dbtest.OpRow(5, models.OperationAttempted, nil, 1),
 		}
 		rows[0].Attempts, rows[2].Attempts, rows[3].Attempts, rows[4].Attempts = 3, 3, 3, 3
 		rows[4].LeaseToken, rows[4].LeaseExpiresAt = models.StrPtr("held"), ms(now.Add(time.Minute))

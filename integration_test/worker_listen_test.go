@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/worker"
@@ -104,7 +105,7 @@ func BenchmarkPickupLatency(b *testing.B) {
 			lat := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for i := range b.N {
-				_, _, err := repo.RecordOperation(context.Background(), opInput("caller", fmt.Sprintf("p-%d-%s", i, randomHex(4))))
+				_, _, err := repo.RecordOperation(context.Background(), opInput("caller", fmt.Sprintf("p-%d-%s", i, dbtest.RandomHex(4))))
 				require.NoError(b, err)
 				recorded := time.Now()
 				lat = append(lat, (<-started).Sub(recorded))

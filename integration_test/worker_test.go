@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/worker"
@@ -30,7 +31,7 @@ func seedDue(t *testing.T, e *env, n int) {
 	now := time.Now().UnixMilli()
 	rows := make([]models.Operation, n)
 	for i := range rows {
-		rows[i] = opRow(i, models.OperationAttempted, &now, now)
+		rows[i] = dbtest.OpRow(i, models.OperationAttempted, &now, now)
 	}
 	seedOps(t, e, rows)
 }

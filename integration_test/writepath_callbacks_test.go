@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -55,7 +56,7 @@ func TestLoggerSeesTheRowsEachWriteChanged(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			e := setup(t, kind)
 			db, err := gorm.Open(postgres.Open(e.dsn), &gorm.Config{Logger: logger.Discard, PrepareStmt: true})
-			db = ownPool(t, db, err)
+			db = dbtest.OwnPool(t, db, err)
 			require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
 			rec := &traceRec{Interface: logger.Discard}
 			repo, err := repository.New(db.Session(&gorm.Session{Logger: rec}), repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
@@ -18,7 +19,7 @@ import (
 // server locale that does not order by bytes) and returns its DSN.
 func icuDatabase(t *testing.T) string {
 	t.Helper()
-	return newDatabase(t, os.Getenv(pgEnv), pgSchemaDSN(t), "icu_",
+	return dbtest.NewDatabase(t, os.Getenv(pgEnv), dbtest.SchemaDSN(t, ""), "icu_",
 		"TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8'")
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
@@ -23,7 +24,7 @@ import (
 func TestWritesFollowANamedResolver(t *testing.T) {
 	t.Parallel()
 	e := setup(t, pgKind) // database A: the global resolver
-	bDSN := pgSchemaDSN(t)
+	bDSN := dbtest.SchemaDSN(t, "")
 	b := openDSN(t, pgKind, bDSN)
 	require.NoError(t, migrations.Migrate(context.Background(), b))
 

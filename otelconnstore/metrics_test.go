@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/connstoretest"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/otelconnstore"
 	"github.com/connstore/connstore/repository"
@@ -73,36 +74,42 @@ func points(t *testing.T, reader sdkmetric.Reader) map[string]map[string]float64
 	return out
 }
 
+// TestQueueMetrics: the queue gauges per connector and state, on both
+// databases (the test databases of the project's own suite).
 func TestQueueMetrics(t *testing.T) {
-	s := newStore(t, repository.Options{})
-	repo := s.Repo
-	for _, id := range []string{"a", "b", "c"} {
-		record(t, repo, "crm", "alice", id)
+	for _, leg := range []dbtest.Leg{dbtest.PG, dbtest.Lite} {
+		t.Run(leg.Name, func(t *testing.T) {
+			clock := connstoretest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			repo := dbtest.Setup(t, leg, dbtest.Options{Repository: repository.Options{NowFunc: clock.Now}}).Repo
+			for _, id := range []string{"a", "b", "c"} {
+				record(t, repo, "crm", "alice", id)
+			}
+			record(t, repo, "crm", "bob", "d")
+			record(t, repo, "mail", "alice", "e")
+			clock.Advance(2 * time.Minute)
+			ops, err := repo.ClaimOperations(t.Context(), repository.ClaimParams{Limit: 1, LeaseFor: time.Hour, ConnectorName: "crm"})
+			require.NoError(t, err)
+			_, err = repo.MarkOperationDead(t.Context(), repository.FenceOf(&ops[0]))
+			require.NoError(t, err)
+
+			reader := sdkmetric.NewManualReader()
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+			reg, err := otelconnstore.QueueMetrics(mp, repo, otelconnstore.QueueOptions{})
+			require.NoError(t, err)
+			got := points(t, reader)
+			crm, mail := "connstore.connector=crm,connstore.state=attempted", "connstore.connector=mail,connstore.state=attempted"
+			require.Equal(t, map[string]float64{crm: 3, mail: 1, "connstore.connector=crm,connstore.state=dead": 1}, got["connstore.operations"])
+			require.Equal(t, map[string]float64{crm: 3, mail: 1}, got["connstore.queue.due"], "owners summed per connector")
+			require.Equal(t, map[string]float64{crm: 3, mail: 1}, got["connstore.queue.overdue"])
+			require.Equal(t, map[string]float64{crm: 0, mail: 0}, got["connstore.queue.leased"])
+			require.Equal(t, map[string]float64{crm: 120, mail: 120}, got["connstore.queue.oldest_due"])
+
+			require.NoError(t, reg.Unregister())
+			require.Empty(t, points(t, reader)["connstore.operations"], "unregistered")
+			_, err = otelconnstore.QueueMetrics(mp, nil, otelconnstore.QueueOptions{})
+			require.ErrorIs(t, err, repository.ErrInvalidInput)
+		})
 	}
-	record(t, repo, "crm", "bob", "d")
-	record(t, repo, "mail", "alice", "e")
-	s.Clock.Advance(2 * time.Minute)
-	ops, err := repo.ClaimOperations(t.Context(), repository.ClaimParams{Limit: 1, LeaseFor: time.Hour, ConnectorName: "crm"})
-	require.NoError(t, err)
-	_, err = repo.MarkOperationDead(t.Context(), repository.FenceOf(&ops[0]))
-	require.NoError(t, err)
-
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	reg, err := otelconnstore.QueueMetrics(mp, repo, otelconnstore.QueueOptions{})
-	require.NoError(t, err)
-	got := points(t, reader)
-	crm, mail := "connstore.connector=crm,connstore.state=attempted", "connstore.connector=mail,connstore.state=attempted"
-	require.Equal(t, map[string]float64{crm: 3, mail: 1, "connstore.connector=crm,connstore.state=dead": 1}, got["connstore.operations"])
-	require.Equal(t, map[string]float64{crm: 3, mail: 1}, got["connstore.queue.due"], "owners summed per connector")
-	require.Equal(t, map[string]float64{crm: 3, mail: 1}, got["connstore.queue.overdue"])
-	require.Equal(t, map[string]float64{crm: 0, mail: 0}, got["connstore.queue.leased"])
-	require.Equal(t, map[string]float64{crm: 120, mail: 120}, got["connstore.queue.oldest_due"])
-
-	require.NoError(t, reg.Unregister())
-	require.Empty(t, points(t, reader)["connstore.operations"], "unregistered")
-	_, err = otelconnstore.QueueMetrics(mp, nil, otelconnstore.QueueOptions{})
-	require.ErrorIs(t, err, repository.ErrInvalidInput)
 }
 
 func TestWorkerMetrics(t *testing.T) {

@@ -1,4 +1,4 @@
-package integrationtest
+package dialect_test
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
@@ -17,19 +18,19 @@ import (
 // database: what the repository's statements rely on it for.
 type dialectCase struct {
 	name string
-	run  func(t *testing.T, e *env, d dialect.Dialect)
+	run  func(t *testing.T, e *dbtest.Env, d dialect.Dialect)
 }
 
 // dialectCases are the conformance cases every database leg runs.
 var dialectCases = []dialectCase{
-	{"the database clock is the host's within a few seconds", func(t *testing.T, e *env, d dialect.Dialect) {
+	{"the database clock is the host's within a few seconds", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		var now int64
-		require.NoError(t, e.db.Raw("SELECT "+d.NowMillis()).Scan(&now).Error)
+		require.NoError(t, e.DB.Raw("SELECT "+d.NowMillis()).Scan(&now).Error)
 		require.InDelta(t, time.Now().UnixMilli(), now, 5000)
 	}},
-	{"locked reads run and return their rows", func(t *testing.T, e *env, d dialect.Dialect) {
+	{"locked reads run and return their rows", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		seedDialectOps(t, e, 3)
-		require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
+		require.NoError(t, e.DB.Transaction(func(tx *gorm.DB) error {
 			var ops []models.Operation
 			require.NoError(t, d.LockRows(tx.Where("owner_did = ?", "dialect"), false, true).Find(&ops).Error)
 			require.Len(t, ops, 3)
@@ -38,24 +39,24 @@ var dialectCases = []dialectCase{
 			return nil
 		}))
 	}},
-	{"a named index serves the judged rows", func(t *testing.T, e *env, d dialect.Dialect) {
+	{"a named index serves the judged rows", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		seedDialectOps(t, e, 3)
 		var n int64
-		q := d.ReadIndex(e.db.Model(&models.Operation{}), "kubun_connector_operation", "kubun_connector_operation_collect_idx")
+		q := d.ReadIndex(e.DB.Model(&models.Operation{}), "kubun_connector_operation", "kubun_connector_operation_collect_idx")
 		require.NoError(t, q.Where("retention_hold IS NULL AND state IN ('committed', 'dead') AND updated_at < ?", int64(1)<<60).
 			Count(&n).Error)
 		require.Equal(t, int64(3), n)
 	}},
-	{"the pass lock says whether the journal spans heaps", func(t *testing.T, e *env, d dialect.Dialect) {
-		require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
+	{"the pass lock says whether the journal spans heaps", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		require.NoError(t, e.DB.Transaction(func(tx *gorm.DB) error {
 			partitioned, err := d.XactLockPartitioned(tx, 0x636f6e66, "kubun_connector_operation")
 			require.NoError(t, err)
-			require.Equal(t, e.partitioned, partitioned)
+			require.Equal(t, e.Leg.Partitioned, partitioned)
 			return d.XactLock(tx, 0x636f6e66, "key")
 		}))
 	}},
-	{"plan settings hold inside and are put back", func(t *testing.T, e *env, d dialect.Dialect) {
-		require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
+	{"plan settings hold inside and are put back", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		require.NoError(t, e.DB.Transaction(func(tx *gorm.DB) error {
 			ran := false
 			err := d.WithPlanSettings(tx, []dialect.Setting{{Name: "enable_sort", Value: "off"}}, true, func() error {
 				ran = true
@@ -72,48 +73,49 @@ var dialectCases = []dialectCase{
 			return nil
 		}))
 	}},
-	{"picked rows are the rows a statement changes", func(t *testing.T, e *env, d dialect.Dialect) {
+	{"picked rows are the rows a statement changes", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		seedDialectOps(t, e, 5)
 		partitioned := false
-		require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
+		require.NoError(t, e.DB.Transaction(func(tx *gorm.DB) error {
 			var err error
 			partitioned, err = d.XactLockPartitioned(tx, 0x636f6e66, "kubun_connector_operation")
 			return err
 		}))
 		sel := func(columns string) *gorm.DB {
-			return e.db.Table("(?) AS o", e.db.Model(&models.Operation{}).Select("caller_did, operation_id"+d.RowIDColumns()).
+			return e.DB.Table("(?) AS o", e.DB.Model(&models.Operation{}).Select("caller_did, operation_id"+d.RowIDColumns()).
 				Where("owner_did = ?", "dialect").Order("operation_id").Limit(2)).Select(columns)
 		}
 		cond, vars := d.PickRows(partitioned, "caller_did, operation_id", sel)
-		res := e.db.Model(&models.Operation{}).Where(cond, vars...).UpdateColumn("last_kind", "picked")
+		res := e.DB.Model(&models.Operation{}).Where(cond, vars...).UpdateColumn("last_kind", "picked")
 		require.NoError(t, res.Error)
 		require.Equal(t, int64(2), res.RowsAffected)
 		var picked []string
-		require.NoError(t, e.db.Model(&models.Operation{}).Where("last_kind = ?", "picked").Order("operation_id").
+		require.NoError(t, e.DB.Model(&models.Operation{}).Where("last_kind = ?", "picked").Order("operation_id").
 			Pluck("operation_id", &picked).Error)
 		require.Equal(t, []string{"d0", "d1"}, picked)
 	}},
-	{"only PostgreSQL announces recorded operations", func(t *testing.T, e *env, d dialect.Dialect) {
-		require.Equal(t, e.kind == pgKind, d.Listens())
+	{"only PostgreSQL announces recorded operations", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		require.Equal(t, e.Leg.Kind == dbtest.Postgres, d.Listens())
 	}},
-	{"a safely opened handle passes the pool check", func(t *testing.T, e *env, d dialect.Dialect) {
-		problem, err := d.UnsafePool(e.db)
+	{"a safely opened handle passes the pool check", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		problem, err := d.UnsafePool(e.DB)
 		require.NoError(t, err)
 		require.Empty(t, problem)
 	}},
 }
 
 // TestDialectConformance runs every dialect case on every database leg
-// (PostgreSQL, SQLite through sqliteconn, partitioned PostgreSQL), and the
-// pool check on SQLite opened through a plain DSN.
+// (dbtest.All: PostgreSQL, SQLite through sqliteconn, SQLite through a
+// plain DSN, partitioned PostgreSQL), and the pool check on SQLite opened
+// through a plain DSN with and without the settings that make it safe.
 func TestDialectConformance(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		d, err := dialect.Of(e.db)
+	dbtest.Each(t, dbtest.All(), dbtest.Options{}, func(t *testing.T, e *dbtest.Env) {
+		d, err := dialect.Of(e.DB)
 		require.NoError(t, err)
 		for _, c := range dialectCases {
 			t.Run(c.name, func(t *testing.T) {
-				_ = e.db.Where("owner_did = ?", "dialect").Delete(&models.Operation{}).Error
+				_ = e.DB.Where("owner_did = ?", "dialect").Delete(&models.Operation{}).Error
 				c.run(t, e, d)
 			})
 		}
@@ -126,9 +128,9 @@ func TestDialectConformance(t *testing.T) {
 			unsafe bool
 		}{
 			{"file:" + path, true},
-			{sqliteDSN(path), false},
+			{dbtest.SQLiteDSN(path), false},
 		} {
-			db := openPlainSQLite(t, tc.dsn)
+			db := dbtest.Open(t, dbtest.PlainLite, tc.dsn)
 			d, err := dialect.Of(db)
 			require.NoError(t, err)
 			problem, err := d.UnsafePool(db)
@@ -140,14 +142,14 @@ func TestDialectConformance(t *testing.T) {
 
 // seedDialectOps records n finished operations of owner "dialect" (c0/d0,
 // c1/d1, …).
-func seedDialectOps(t *testing.T, e *env, n int) {
+func seedDialectOps(t *testing.T, e *dbtest.Env, n int) {
 	t.Helper()
 	for i := range n {
-		row := opRow(i, models.OperationCommitted, nil, 1)
+		row := dbtest.OpRow(i, models.OperationCommitted, nil, 1)
 		// Callers differ, so on the partitioned leg the rows spread over
 		// partitions, where their physical ids repeat.
 		row.CallerDID, row.OperationID, row.OwnerDID = fmt.Sprintf("c%d", i), fmt.Sprintf("d%d", i), "dialect"
-		require.NoError(t, hooks.SkipLock(e.db).Create(&row).Error)
+		require.NoError(t, hooks.SkipLock(e.DB).Create(&row).Error)
 	}
 }
 

@@ -1,9 +1,10 @@
-package integrationtest
+package store_test
 
 import (
 	"testing"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
@@ -16,27 +17,27 @@ import (
 // against a real database.
 type storeCase struct {
 	name string
-	run  func(t *testing.T, e *env)
+	run  func(t *testing.T, e *dbtest.Env)
 }
 
 // storeOps seeds three attempted operations of owner "store": s0 due at 10,
 // s1 due at 20 (recorded without a next attempt: due since created_at), s2
 // due at 30 under a live lease; and one committed, s3.
-func storeOps(t *testing.T, e *env) {
+func storeOps(t *testing.T, e *dbtest.Env) {
 	t.Helper()
 	at := func(v int64) *int64 { return &v }
 	rows := []models.Operation{
-		opRow(0, models.OperationAttempted, at(10), 1),
-		opRow(1, models.OperationAttempted, nil, 20),
-		opRow(2, models.OperationAttempted, at(30), 1),
-		opRow(3, models.OperationCommitted, nil, 1),
+		dbtest.OpRow(0, models.OperationAttempted, at(10), 1),
+		dbtest.OpRow(1, models.OperationAttempted, nil, 20),
+		dbtest.OpRow(2, models.OperationAttempted, at(30), 1),
+		dbtest.OpRow(3, models.OperationCommitted, nil, 1),
 	}
 	for i := range rows {
 		rows[i].CallerDID, rows[i].OwnerDID = "store", "store"
 		rows[i].OperationID = "s" + string(rune('0'+i))
 	}
 	rows[2].LeaseToken, rows[2].LeaseExpiresAt = models.StrPtr("held"), at(1000)
-	require.NoError(t, hooks.SkipLock(e.db).Create(&rows).Error)
+	require.NoError(t, hooks.SkipLock(e.DB).Create(&rows).Error)
 }
 
 // storeKeys plucks the operation ids q selects, in id order.
@@ -48,38 +49,38 @@ func storeKeys(t *testing.T, q *gorm.DB) []string {
 }
 
 var storeCases = []storeCase{
-	{"DueBy: attempted and due, by next attempt or recording time", func(t *testing.T, e *env) {
-		require.Equal(t, []string{"s0"}, storeKeys(t, e.db.Where(store.DueBy(15))))
-		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.db.Where(store.DueBy(30))))
+	{"DueBy: attempted and due, by next attempt or recording time", func(t *testing.T, e *dbtest.Env) {
+		require.Equal(t, []string{"s0"}, storeKeys(t, e.DB.Where(store.DueBy(15))))
+		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.DB.Where(store.DueBy(30))))
 	}},
-	{"KeyIn: keys a subquery selects", func(t *testing.T, e *env) {
-		sub := e.db.Model(&models.Operation{}).Select("caller_did", "operation_id").Where("operation_id IN ?", []string{"s1", "s3"})
-		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.db.Where(store.KeyIn(sub))))
+	{"KeyIn: keys a subquery selects", func(t *testing.T, e *dbtest.Env) {
+		sub := e.DB.Model(&models.Operation{}).Select("caller_did", "operation_id").Where("operation_id IN ?", []string{"s1", "s3"})
+		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.DB.Where(store.KeyIn(sub))))
 	}},
-	{"StillHeld: attempted with an unexpired lease", func(t *testing.T, e *env) {
-		require.Equal(t, []string{"s2"}, storeKeys(t, e.db.Where(store.StillHeld(int64(999))).Where("lease_token IS NOT NULL")))
-		require.Empty(t, storeKeys(t, e.db.Where(store.StillHeld(int64(1001))).Where("lease_token IS NOT NULL")))
+	{"StillHeld: attempted with an unexpired lease", func(t *testing.T, e *dbtest.Env) {
+		require.Equal(t, []string{"s2"}, storeKeys(t, e.DB.Where(store.StillHeld(int64(999))).Where("lease_token IS NOT NULL")))
+		require.Empty(t, storeKeys(t, e.DB.Where(store.StillHeld(int64(1001))).Where("lease_token IS NOT NULL")))
 	}},
-	{"KeyInRows: keys from a JSON row source", func(t *testing.T, e *env) {
-		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")},
+	{"KeyInRows: keys from a JSON row source", func(t *testing.T, e *dbtest.Env) {
+		from, vars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")},
 			[][]any{{"store", "s2"}, {"store", "s0"}, {"other", "s1"}})
 		require.NoError(t, err)
-		require.Equal(t, []string{"s0", "s2"}, storeKeys(t, e.db.Where(store.KeyInRows(from, vars))))
+		require.Equal(t, []string{"s0", "s2"}, storeKeys(t, e.DB.Where(store.KeyInRows(from, vars))))
 	}},
-	{"DueAtMost, DueOrder and DueAfter page the overdue listing", func(t *testing.T, e *env) {
+	{"DueAtMost, DueOrder and DueAfter page the overdue listing", func(t *testing.T, e *dbtest.Env) {
 		var ids []string
-		require.NoError(t, e.db.Model(&models.Operation{}).Where("owner_did = ? AND state = ?", "store", models.OperationAttempted).
+		require.NoError(t, e.DB.Model(&models.Operation{}).Where("owner_did = ? AND state = ?", "store", models.OperationAttempted).
 			Where(store.DueAtMost(30)).Where(store.DueAfter(10, "store", "s0")).Order(store.DueOrder).Pluck("operation_id", &ids).Error)
 		require.Equal(t, []string{"s1", "s2"}, ids)
 	}},
-	{"QueueCounts counts by state", func(t *testing.T, e *env) {
+	{"QueueCounts counts by state", func(t *testing.T, e *dbtest.Env) {
 		sel, vars := store.QueueCounts(25, int64(25), 15)
 		var rows []struct {
 			State                       string
 			Total, Due, Leased, Overdue int64
 			OldestDueAt                 *int64
 		}
-		require.NoError(t, e.db.Model(&models.Operation{}).Select(sel, vars...).Where("owner_did = ?", "store").
+		require.NoError(t, e.DB.Model(&models.Operation{}).Select(sel, vars...).Where("owner_did = ?", "store").
 			Group("connector_name, owner_did, state").Order("state").Scan(&rows).Error)
 		require.Len(t, rows, 2)
 		att := rows[0]
@@ -87,108 +88,108 @@ var storeCases = []storeCase{
 		require.Equal(t, []int64{3, 2, 1, 1}, []int64{att.Total, att.Due, att.Leased, att.Overdue})
 		require.Equal(t, int64(10), *att.OldestDueAt)
 	}},
-	{"the sync state's CAS read, guarded write and key conditions", func(t *testing.T, e *env) {
+	{"the sync state's CAS read, guarded write and key conditions", func(t *testing.T, e *dbtest.Env) {
 		inc := "inc"
-		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SyncState{ConnectorName: "crm", OwnerDID: "store",
+		require.NoError(t, hooks.SkipLock(e.DB).Create(&models.SyncState{ConnectorName: "crm", OwnerDID: "store",
 			Checkpoint: models.JSON(`{"p":1}`), LastSyncedAt: "t", Status: models.SyncStatusIdle, Lock: models.Lock{Version: 4, Incarnation: &inc}}).Error)
 		var checkpoint, recovery models.JSON
 		var version int64
 		var incarnation, errText *string
-		found, err := store.ReadCAS(e.db, "crm", "store", &checkpoint, &recovery, &errText, &version, &incarnation)
+		found, err := store.ReadCAS(e.DB, "crm", "store", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, int64(4), version)
 		values := []any{models.JSON(`{"p":2}`), "t2", int64(9), nil, nil, int64(5)}
-		stale := store.WriteCAS(e.db, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery, errText})
+		stale := store.WriteCAS(e.DB, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery, errText})
 		require.NoError(t, stale.Error)
 		require.Zero(t, stale.RowsAffected, "a stale version writes nothing")
 		msg := "an error the reader did not see"
-		unseen := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery, &msg})
+		unseen := store.WriteCAS(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, &msg})
 		require.NoError(t, unseen.Error)
 		require.Zero(t, unseen.RowsAffected, "an error other than the one read writes nothing")
-		ok := store.WriteCAS(e.db, values, []any{"crm", "store", version, inc, checkpoint, recovery, errText})
+		ok := store.WriteCAS(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, errText})
 		require.NoError(t, ok.Error)
 		require.Equal(t, int64(1), ok.RowsAffected)
 		var n int64
-		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.KeyIs("crm", "store")).
+		require.NoError(t, e.DB.Model(&models.SyncState{}).Where(store.KeyIs("crm", "store")).
 			Where(store.CASGuard("crm", "store", int64(5), inc, models.JSON(`{"p":2}`), nil, nil)).Count(&n).Error)
 		require.Equal(t, int64(1), n)
-		require.NoError(t, e.db.Model(&models.SyncState{}).Where(store.OwnerAfter("stor")).Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.SyncState{}).Where(store.OwnerAfter("stor")).Count(&n).Error)
 		require.Equal(t, int64(1), n)
-		require.NoError(t, e.db.Model(&models.SyncState{}).
+		require.NoError(t, e.DB.Model(&models.SyncState{}).
 			Where(store.StatusUnchanged("crm", "store", 5, inc, models.SyncStatusIdle, nil)).Count(&n).Error)
 		require.Equal(t, int64(1), n, "a NULL error matches NULL")
-		found, err = store.ReadCAS(e.db, "crm", "nobody", &checkpoint, &recovery, &errText, &version, &incarnation)
+		found, err = store.ReadCAS(e.DB, "crm", "nobody", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.False(t, found)
 	}},
-	{"candidates: inserted once from a row source, by provenance and sequence", func(t *testing.T, e *env) {
-		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"),
+	{"candidates: inserted once from a row source, by provenance and sequence", func(t *testing.T, e *dbtest.Env) {
+		from, vars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"),
 			jsonrows.Text("v_model_id")}, [][]any{{"d1", nil, "m"}, {"d2", "src", "m"}, {"d1", nil, "m"}})
 		require.NoError(t, err)
 		for range 2 { // a second insert leaves them as they are
-			require.NoError(t, store.InsertCandidates(e.db, "store", "crm", "p", "prov", models.CandidatePending, 7, from, vars))
+			require.NoError(t, store.InsertCandidates(e.DB, "store", "crm", "p", "prov", models.CandidatePending, 7, from, vars))
 		}
 		var n int64
-		require.NoError(t, e.db.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"prov"})).Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"prov"})).Count(&n).Error)
 		require.Equal(t, int64(2), n)
-		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SweepReceipt{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
+		require.NoError(t, hooks.SkipLock(e.DB).Create(&models.SweepReceipt{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
 			Provenance: "prov", Sequence: 3, ModelID: "m", SourceFetchHLC: "h", Kind: "full", Complete: 1}).Error)
-		require.NoError(t, e.db.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(4)).Where(store.Uncommitted).Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(4)).Where(store.Uncommitted).Count(&n).Error)
 		require.Equal(t, int64(1), n)
-		require.NoError(t, e.db.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
 		require.Zero(t, n)
 	}},
-	{"the batch's join: fence, row values, flagged values, guards", func(t *testing.T, e *env) {
-		from, vars, err := jsonrows.Table(e.kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id"),
+	{"the batch's join: fence, row values, flagged values, guards", func(t *testing.T, e *dbtest.Env) {
+		from, vars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id"),
 			jsonrows.Text("v_lease_token"), jsonrows.Text("v_last_kind"), {Name: "s_last_kind", Type: "boolean"},
 			jsonrows.Text("g_document_id")},
 			[][]any{{"store", "s2", "held", "a", true, "doc"}, {"store", "s0", nil, "b", true, nil}})
 		require.NoError(t, err)
-		q := e.db.Model(&models.Operation{}).Clauses(fromClause{clause.Expr{SQL: from, Vars: vars}})
+		q := e.DB.Model(&models.Operation{}).Clauses(fromClause{clause.Expr{SQL: from, Vars: vars}})
 		res := q.Where(store.FenceJoin).Where(store.RowGuard("document_id", true)).
 			Updates(map[string]any{"last_kind": store.RowValueIf("last_kind"), "attempts": store.Increment("", "attempts")})
 		require.NoError(t, res.Error)
 		require.Equal(t, int64(1), res.RowsAffected, "s2 only: s0's row has no token to match")
 		var got models.Operation
-		require.NoError(t, e.db.Where("operation_id = ?", "s2").First(&got).Error)
+		require.NoError(t, e.DB.Where("operation_id = ?", "s2").First(&got).Error)
 		require.Equal(t, "a", *got.LastKind)
 		require.Equal(t, int64(1), got.Attempts)
 		var v int64
 		// As a lease on the database's clock is: an expression plus a value.
-		require.NoError(t, e.db.Raw("SELECT ?", store.Plus(gorm.Expr("CAST(2 AS BIGINT)"), int64(3))).Scan(&v).Error)
+		require.NoError(t, e.DB.Raw("SELECT ?", store.Plus(gorm.Expr("CAST(2 AS BIGINT)"), int64(3))).Scan(&v).Error)
 		require.Equal(t, int64(5), v)
 	}},
-	{"RefusedAfter and Below: a candidate's failures and a checkpoint's bound", func(t *testing.T, e *env) {
-		require.NoError(t, hooks.SkipLock(e.db).Create(&models.SweepCandidate{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
+	{"RefusedAfter and Below: a candidate's failures and a checkpoint's bound", func(t *testing.T, e *dbtest.Env) {
+		require.NoError(t, hooks.SkipLock(e.DB).Create(&models.SweepCandidate{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
 			Provenance: "r", DocumentID: "d", ModelID: "m", State: models.CandidatePending, ApplyFailures: 2}).Error)
 		for want, limit := range map[string]int{models.CandidateRefused: 2, models.CandidatePending: 3} {
 			var state string
-			require.NoError(t, e.db.Model(&models.SweepCandidate{}).Select("?", store.RefusedAfter(limit, models.CandidateRefused,
+			require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Select("?", store.RefusedAfter(limit, models.CandidateRefused,
 				models.CandidatePending)).Where("provenance = ?", "r").Scan(&state).Error)
 			require.Equal(t, want, state, "limit %d", limit)
 		}
 		var n int64
-		require.NoError(t, e.db.Model(&models.SweepCandidate{}).Where(store.Below("apply_failures", 3)).Where("provenance = ?", "r").Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Where(store.Below("apply_failures", 3)).Where("provenance = ?", "r").Count(&n).Error)
 		require.Equal(t, int64(1), n)
 	}},
-	{"StateIn: pending authorizations by a subquery of states", func(t *testing.T, e *env) {
+	{"StateIn: pending authorizations by a subquery of states", func(t *testing.T, e *dbtest.Env) {
 		for _, s := range []string{"a", "b", "c"} {
-			require.NoError(t, e.db.Create(&models.PendingAuth{State: s, ExpiresAt: 1}).Error)
+			require.NoError(t, e.DB.Create(&models.PendingAuth{State: s, ExpiresAt: 1}).Error)
 		}
-		sub := e.db.Model(&models.PendingAuth{}).Select("state").Where("state <> ?", "b")
+		sub := e.DB.Model(&models.PendingAuth{}).Select("state").Where("state <> ?", "b")
 		var n int64
-		require.NoError(t, e.db.Model(&models.PendingAuth{}).Where(store.StateIn(sub)).Count(&n).Error)
+		require.NoError(t, e.DB.Model(&models.PendingAuth{}).Where(store.StateIn(sub)).Count(&n).Error)
 		require.Equal(t, int64(2), n)
 	}},
 }
 
 // TestStoreConformance runs every internal/store statement and condition
-// on every database leg (PostgreSQL, SQLite through sqliteconn,
-// partitioned PostgreSQL).
+// on every database leg (dbtest.All: PostgreSQL, SQLite through
+// sqliteconn, SQLite through a plain DSN, partitioned PostgreSQL).
 func TestStoreConformance(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
+	dbtest.Each(t, dbtest.All(), dbtest.Options{}, func(t *testing.T, e *dbtest.Env) {
 		storeOps(t, e)
 		for _, c := range storeCases {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })
