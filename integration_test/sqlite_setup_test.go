@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/hooks"
+	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
@@ -58,13 +59,28 @@ func TestSQLiteOpenerConcurrentReceipts(t *testing.T) {
 // updates — get no error at all: on SQLite no "database is locked" or
 // "busy", since the handle's writers queue for its write slot and the two
 // handles' meet SQLite's lock only at BEGIN, where the wait is retried.
-// Run it repeatedly (-count=10) to see a rare lock error.
+// TestSQLiteOpenerMixedWorkloadTenRuns repeats its SQLite leg ten times.
 func TestSQLiteOpenerMixedWorkload(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		_, second := instance(t, e, repository.Options{})
 		mixedWorkload(t, e, e.repo, second)
 	})
+}
+
+// TestSQLiteOpenerMixedWorkloadTenRuns: the SQLite leg of the mixed
+// workload ten times over, each on a fresh database: a lock error that
+// shows once in a few runs fails the suite, not only a -count=10 run by
+// hand.
+func TestSQLiteOpenerMixedWorkloadTenRuns(t *testing.T) {
+	t.Parallel()
+	for run := range 10 {
+		t.Run(fmt.Sprintf("run-%d", run), func(t *testing.T) {
+			e := setup(t, sqlitekind)
+			_, second := instance(t, e, repository.Options{})
+			mixedWorkload(t, e, e.repo, second)
+		})
+	}
 }
 
 // TestSQLiteOpenerPrepareStmt: the same workload through handles opened
@@ -75,7 +91,7 @@ func TestSQLiteOpenerPrepareStmt(t *testing.T) {
 	e := setup(t, sqlitekind)
 	var repos []*repository.Repository
 	for range 2 {
-		db, err := sqliteconn.Open(sqlitePath(e.dsn), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard, PrepareStmt: true}})
+		db, err := sqliteconn.Open(dbtest.SQLitePath(e.dsn), sqliteconn.Options{Config: &gorm.Config{Logger: logger.Discard, PrepareStmt: true}})
 		require.NoError(t, err)
 		raw, err := db.DB()
 		require.NoError(t, err)
@@ -219,7 +235,7 @@ func TestSQLiteDeadlineWhileLocked(t *testing.T) {
 // handler instead of the write slot.
 func TestSQLitePlainDSNAccepted(t *testing.T) {
 	t.Parallel()
-	db := openPlainSQLite(t, sqliteconn.DSN(filepath.Join(t.TempDir(), "plain.db")))
+	db := dbtest.Open(t, dbtest.PlainLite, sqliteconn.DSN(filepath.Join(t.TempDir(), "plain.db")))
 	require.NoError(t, db.Use(hooks.New(hooks.Config{})))
 	require.NoError(t, migrations.Migrate(context.Background(), db))
 	repo, err := repository.New(db, repository.Options{})
