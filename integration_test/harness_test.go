@@ -41,7 +41,7 @@ func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	for _, leg := range dbtest.Suite() {
 		t.Run(leg.Name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, setupLeg(t, leg, nil))
+			fn(t, setupLeg(t, leg))
 		})
 	}
 }
@@ -51,28 +51,22 @@ var partitionedLeg = dbtest.PGPartitioned.Name
 
 func setup(t testing.TB, kind string) *env {
 	t.Helper()
-	return setupLeg(t, legOf(kind), nil)
+	return setupLeg(t, legOf(kind))
 }
 
 // setupPartitioned is setup on PostgreSQL with the tables created
 // hash-partitioned before the migrations adopt them.
 func setupPartitioned(t testing.TB) *env {
 	t.Helper()
-	return setupLeg(t, dbtest.PGPartitioned, nil)
-}
-
-// setupWith is setup with before run on the empty database first.
-func setupWith(t testing.TB, kind string, before func(*gorm.DB)) *env {
-	t.Helper()
-	return setupLeg(t, legOf(kind), before)
+	return setupLeg(t, dbtest.PGPartitioned)
 }
 
 // setupLeg is a migrated database of leg (dbtest.Setup) on the test's own
 // manual clock and id source.
-func setupLeg(t testing.TB, leg dbtest.Leg, before func(*gorm.DB)) *env {
+func setupLeg(t testing.TB, leg dbtest.Leg) *env {
 	t.Helper()
 	clock, ids := newFakeClock(), connstoretest.NewIDs("id")
-	d := dbtest.Setup(t, leg, dbtest.Options{Before: before, NewID: ids.Next,
+	d := dbtest.Setup(t, leg, dbtest.Options{NewID: ids.Next,
 		Repository: repository.Options{NowFunc: clock.Now, NewIDFunc: ids.Next}})
 	return &env{kind: leg.Kind, partitioned: leg.Partitioned, dsn: d.DSN, db: d.DB, repo: d.Repo, clock: clock, ids: ids}
 }
@@ -89,13 +83,6 @@ func legOf(kind string) dbtest.Leg {
 func openBare(t testing.TB, kind string) *gorm.DB {
 	t.Helper()
 	return dbtest.Open(t, legOf(kind), dbtest.NewDSN(t, legOf(kind)))
-}
-
-// newDSN makes an empty database of kind (a schema on PostgreSQL, a file on
-// SQLite) and returns its DSN.
-func newDSN(t testing.TB, kind string) string {
-	t.Helper()
-	return dbtest.NewDSN(t, legOf(kind))
 }
 
 // openDSN opens a handle with no plugin on the database at dsn (SQLite

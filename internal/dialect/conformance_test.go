@@ -23,6 +23,18 @@ type dialectCase struct {
 
 // dialectCases are the conformance cases every database leg runs.
 var dialectCases = []dialectCase{
+	{"JSON rows are read back as a table, typed, bounded by their count", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		src := dialect.JSONRows(d.Name(), "v", []string{"a", "b"}, []string{"text", "bigint"})
+		var rows []struct {
+			A string
+			B int64
+		}
+		require.NoError(t, e.DB.Raw("SELECT a, b FROM "+src+" ORDER BY b", `[{"a":"x","b":2},{"a":"y","b":1}]`, 2).Scan(&rows).Error)
+		require.Equal(t, []struct {
+			A string
+			B int64
+		}{{"y", 1}, {"x", 2}}, rows)
+	}},
 	{"the database clock is the host's within a few seconds", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		var now int64
 		require.NoError(t, e.DB.Raw("SELECT "+d.NowMillis()).Scan(&now).Error)

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/connstore/connstore/internal/dialect"
 )
 
 // ErrInvalidUTF8 is returned for a string value that is not valid UTF-8
@@ -81,30 +83,14 @@ func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
 // table; "" types it from the values).
 type Col struct{ Name, Type string }
 
-// fromSQL reads the JSON rows back as the table alias; PostgreSQL needs
-// the column types, SQLite takes the JSON values as they are.
-func fromSQL(dialect, alias string, cols []Col) string {
-	var b strings.Builder
-	if dialect == "postgres" {
-		b.WriteString("(SELECT * FROM json_to_recordset(CAST(CAST(? AS TEXT) AS JSON)) AS r(")
-		for i, c := range cols {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(c.Name + " " + c.Type)
-		}
-		b.WriteString(") LIMIT CAST(? AS BIGINT)) AS " + alias)
-		return b.String()
-	}
-	b.WriteString("(SELECT ")
+// fromSQL reads the JSON rows back as the table alias (the rendering is
+// the dialect's).
+func fromSQL(name, alias string, cols []Col) string {
+	names, types := make([]string, len(cols)), make([]string, len(cols))
 	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("json_extract(value, '$." + c.Name + "') AS " + c.Name)
+		names[i], types[i] = c.Name, c.Type
 	}
-	b.WriteString(" FROM json_each(?) LIMIT ?) AS " + alias)
-	return b.String()
+	return dialect.JSONRows(name, alias, names, types)
 }
 
 // encodeRows writes the rows as a JSON array of objects keyed by column,

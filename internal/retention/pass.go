@@ -5,6 +5,7 @@ import (
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -52,7 +53,7 @@ func (p Pass) Run() (int64, error) {
 		// every judged row.
 		q := p.Dialect.ReadIndex(p.Scoped().Model(&models.Operation{}), "kubun_connector_operation",
 			"kubun_connector_operation_collect_idx")
-		return q.Select(judgedColumns+p.Dialect.RowIDColumns()).Where(judgedSQL, args).Order(collectOrder).Limit(Budget * p.Limit)
+		return q.Select(store.JudgedColumns+p.Dialect.RowIDColumns()).Where(store.Judged, args).Order(store.CollectOrder).Limit(Budget * p.Limit)
 	}
 	// Which rows the statements below change is decided once per statement:
 	// on PostgreSQL by the physical ids their window picks (an array the
@@ -66,25 +67,25 @@ func (p Pass) Run() (int64, error) {
 	// reading of the window, filter what it finds).
 	picked := func(where string, limit int) (string, []any) {
 		sel := func(pick string) *gorm.DB {
-			q := p.Base().Table("(?) AS o", window()).Select(pick).Where(where)
+			q := p.Base().Table(store.Window, window()).Select(pick).Where(where)
 			if limit > 0 {
-				q = q.Order("o.updated_at, o.caller_did, o.operation_id").Limit(limit)
+				q = q.Order(store.WindowOrder).Limit(limit)
 			}
 			return q
 		}
 		return p.Dialect.PickRows(partitioned, "caller_did, operation_id", sel)
 	}
-	key, candidates := picked(collectableInWindowSQL, p.Limit)
+	key, candidates := picked(store.CollectableInWindow, p.Limit)
 	var gone []models.Operation
 	tx := p.Scoped().Clauses(clause.Returning{Columns: []clause.Column{{Name: "caller_did"}}}).
-		Where(key, candidates...).Where(recheckSQL, args).Delete(&gone)
+		Where(key, candidates...).Where(store.Recheck, args).Delete(&gone)
 	if tx.Error != nil {
 		return 0, tx.Error
 	}
 	// The window again, after the delete: every row in it the keep rules
 	// keep is held, so the next pass's window begins after it. Rows the
 	// rules would collect but the limit left stay unheld, first in line.
-	key, kept := picked(keptInWindowSQL, 0)
+	key, kept := picked(store.KeptInWindow, 0)
 	err = hooks.SkipLock(p.Base()).Model(&models.Operation{}).Where(key, kept...).UpdateColumn("retention_hold", 1).Error
 	if err != nil {
 		return 0, err
@@ -92,12 +93,14 @@ func (p Pass) Run() (int64, error) {
 	return int64(len(gone)), nil
 }
 
+// Budget is how many judged rows one pass examines per row it may delete:
+// a pass reads at most Budget × Limit unheld rows, whatever the journal's
+// size or shape.
+const Budget = 4
+
 // lockNamespace is the first key of the advisory lock retention passes
 // take turns on ("rete"); the second is the schema's hash.
 const lockNamespace = 0x72657465
-
-// collectOrder is the order passes judge rows in: the partial index's.
-const collectOrder = "updated_at, caller_did, operation_id"
 
 // release consumes the queue of documents on which a row finished
 // and clears the holds on them, a page at a time, unscoped (the queue and a
@@ -106,9 +109,7 @@ const collectOrder = "updated_at, caller_did, operation_id"
 func (p Pass) release() error {
 	for {
 		var docs []string
-		err := p.Base().Raw(`DELETE FROM kubun_connector_retention_finished WHERE seq IN
-			(SELECT seq FROM kubun_connector_retention_finished ORDER BY seq LIMIT ?) RETURNING document_id`, holdPage).
-			Scan(&docs).Error
+		err := p.Base().Raw(store.ConsumeFinished, holdPage).Scan(&docs).Error
 		if err != nil || len(docs) == 0 {
 			return err
 		}
@@ -116,7 +117,7 @@ func (p Pass) release() error {
 		slices.Sort(docs)
 		docs = slices.Compact(docs)
 		err = hooks.SkipLock(p.Base()).Model(&models.Operation{}).
-			Where("retention_hold IS NOT NULL AND document_id IN ?", docs).UpdateColumn("retention_hold", nil).Error
+			Where(store.HeldOn(docs)).UpdateColumn("retention_hold", nil).Error
 		if err != nil || taken < holdPage {
 			return err
 		}

@@ -140,6 +140,40 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
 		require.Zero(t, n)
 	}},
+	{"retention: judged rows, the keep rules over a window, the re-check, the finished queue", func(t *testing.T, e *dbtest.Env) {
+		doc := "ret-doc"
+		for i, id := range []string{"r-old", "r-new"} {
+			row := dbtest.OpRow(100+i, models.OperationCommitted, nil, int64(5+i))
+			row.OperationID, row.OwnerDID, row.DocumentID = id, "ret", &doc
+			require.NoError(t, hooks.SkipLock(e.DB).Create(&row).Error)
+		}
+		args := map[string]any{"before": int64(100), "now": int64(0)}
+		window := e.DB.Model(&models.Operation{}).Select(store.JudgedColumns).Where(store.Judged, args).
+			Where("owner_did = ?", "ret").Order(store.CollectOrder)
+		pick := func(cond string) []string {
+			var ids []string
+			require.NoError(t, e.DB.Table(store.Window, window).Where(cond).Order(store.WindowOrder).Pluck("o.operation_id", &ids).Error)
+			return ids
+		}
+		require.Equal(t, []string{"r-old"}, pick(store.CollectableInWindow), "superseded by the newer commit")
+		require.Equal(t, []string{"r-new"}, pick(store.KeptInWindow), "the document's newest commit")
+		var n int64
+		require.NoError(t, e.DB.Model(&models.Operation{}).Where("owner_did = ?", "ret").Where(store.Recheck, args).Count(&n).Error)
+		require.Equal(t, int64(2), n)
+
+		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-new").
+			UpdateColumn("retention_hold", 1).Error)
+		require.NoError(t, e.DB.Model(&models.Operation{}).Where(store.HeldOn([]string{doc})).Count(&n).Error)
+		require.Equal(t, int64(1), n)
+		var drained []string
+		require.NoError(t, e.DB.Raw(store.ConsumeFinished, 1000).Scan(&drained).Error) // the triggers' entries
+		require.NoError(t, e.DB.Create(&[]models.RetentionFinished{{DocumentID: "q1"}, {DocumentID: "q2"}}).Error)
+		for _, want := range []string{"q1", "q2"} {
+			var docs []string
+			require.NoError(t, e.DB.Raw(store.ConsumeFinished, 1).Scan(&docs).Error)
+			require.Equal(t, []string{want}, docs, "oldest first, one at a time")
+		}
+	}},
 	{"the batch's join: fence, row values, flagged values, guards", func(t *testing.T, e *dbtest.Env) {
 		from, vars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id"),
 			jsonrows.Text("v_lease_token"), jsonrows.Text("v_last_kind"), {Name: "s_last_kind", Type: "boolean"},

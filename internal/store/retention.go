@@ -1,16 +1,16 @@
-package retention
+package store
 
 import (
 	"fmt"
 	"strings"
 
 	"github.com/connstore/connstore/models"
+	"gorm.io/gorm/clause"
 )
 
-// Budget is how many judged rows one pass examines per row it may delete:
-// a pass reads at most Budget × Limit unheld rows, whatever the journal's
-// size or shape.
-const Budget = 4
+// The retention pass's SQL (internal/retention runs it): which rows a pass
+// judges, the seed's keep rules over a window of them, the delete's
+// re-check, and the queue of documents on which a row finished.
 
 // newerExists is "a newer operation of states on the same document with the
 // same column (caller or owner) as o", newer by (created_at, caller_did,
@@ -28,7 +28,7 @@ func newerExists(column, states string) string {
 		column, states)
 }
 
-// supersededSQL is the seed's keep rule for a row on a document: a row is
+// superseded is the seed's keep rule for a row on a document: a row is
 // collected only while newer rows of its kind exist on the same document.
 // The seed's rule is four conditions on every row: not the newest commit of
 // its caller, nor of its owner (for a commit: the latest commit bounds which
@@ -37,15 +37,15 @@ func newerExists(column, states string) string {
 // failure). A newer commit is a newer finished row, so for a commit the
 // first two imply the last two, and for a dead row the first two hold by
 // themselves: each row needs only the two probes of its state's branch.
-var supersededSQL = `CASE WHEN o.state = ` + sqlStrings(models.OperationCommitted) + `
+var superseded = `CASE WHEN o.state = ` + sqlStrings(models.OperationCommitted) + `
 	THEN ` + newerExists("caller_did", sqlStrings(models.OperationCommitted)) + `
 		AND ` + newerExists("owner_did", sqlStrings(models.OperationCommitted)) + `
-	ELSE ` + newerExists("caller_did", finishedStatesSQL) + `
-		AND ` + newerExists("owner_did", finishedStatesSQL) + `
+	ELSE ` + newerExists("caller_did", finishedStates) + `
+		AND ` + newerExists("owner_did", finishedStates) + `
 	END`
 
-// finishedStatesSQL lists the states retention collects, as SQL.
-var finishedStatesSQL = sqlStrings(models.OperationCommitted, models.OperationDead)
+// finishedStates lists the states retention collects, as SQL.
+var finishedStates = sqlStrings(models.OperationCommitted, models.OperationDead)
 
 // sqlStrings renders constants as a list of SQL string literals: the
 // predicates name states from the models constants, never as retyped text.
@@ -58,29 +58,49 @@ func sqlStrings(values ...string) string {
 	return strings.Join(quoted, ", ")
 }
 
-// judgedSQL is the rows a pass judges: unheld finished rows written before
+// Judged is the rows a pass judges: unheld finished rows written before
 // the cutoff with no live lease. Its first two terms are the predicate of
 // the partial index kubun_connector_operation_collect_idx, written as the
 // index writes them so both databases read the index in pass order.
-var judgedSQL = `retention_hold IS NULL AND state IN (` + finishedStatesSQL + `) AND updated_at < @before
+var Judged = `retention_hold IS NULL AND state IN (` + finishedStates + `) AND updated_at < @before
 	AND (lease_token IS NULL OR lease_expires_at < @now)`
 
-// judgedColumns are the columns the keep rules read from a judged row.
-const judgedColumns = "caller_did, operation_id, owner_did, document_id, state, created_at, updated_at"
+// JudgedColumns are the columns the keep rules read from a judged row.
+const JudgedColumns = "caller_did, operation_id, owner_did, document_id, state, created_at, updated_at"
 
-// keptInWindowSQL picks, among a window of judged rows o, those the keep
+// KeptInWindow picks, among a window of judged rows o, those the keep
 // rules keep now: linked to a document and not superseded on it.
-var keptInWindowSQL = `o.document_id IS NOT NULL AND NOT (` + supersededSQL + `)`
+var KeptInWindow = `o.document_id IS NOT NULL AND NOT (` + superseded + `)`
 
-// collectableInWindowSQL picks, among a window of judged rows o, those the
+// CollectableInWindow picks, among a window of judged rows o, those the
 // keep rules collect: linked to no document, or superseded on it.
-var collectableInWindowSQL = `o.document_id IS NULL OR (` + supersededSQL + `)`
+var CollectableInWindow = `o.document_id IS NULL OR (` + superseded + `)`
 
-// recheckSQL is the DELETE's re-check on the row being deleted: a row
+// Recheck is the DELETE's re-check on the row being deleted: a row
 // leased or written between the candidate read and the delete (Postgres,
 // READ COMMITTED) is kept, and whatever picked it, a row that is not an
 // unheld finished row is never deleted. Those two terms are written so no
 // index matches them (a planner that took the judged-rows index for them
 // read the whole journal instead of the picked rows by id).
-var recheckSQL = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)
-	AND COALESCE(retention_hold, 0) = 0 AND state || '' IN (` + finishedStatesSQL + `)`
+var Recheck = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)
+	AND COALESCE(retention_hold, 0) = 0 AND state || '' IN (` + finishedStates + `)`
+
+// CollectOrder is the order passes judge rows in: the judged-rows index's.
+const CollectOrder = "updated_at, caller_did, operation_id"
+
+// Window names a pass's window of judged rows (a subquery) as o; WindowOrder
+// is CollectOrder on it.
+const (
+	Window      = "(?) AS o"
+	WindowOrder = "o.updated_at, o.caller_did, o.operation_id"
+)
+
+// ConsumeFinished takes up to ? entries off the queue of documents on
+// which a row finished, oldest first, and returns their document ids.
+const ConsumeFinished = `DELETE FROM kubun_connector_retention_finished WHERE seq IN
+	(SELECT seq FROM kubun_connector_retention_finished ORDER BY seq LIMIT ?) RETURNING document_id`
+
+// HeldOn is the held rows of the documents docs.
+func HeldOn(docs []string) clause.Expr {
+	return clause.Expr{SQL: "retention_hold IS NOT NULL AND document_id IN ?", Vars: []any{docs}}
+}

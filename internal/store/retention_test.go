@@ -1,4 +1,4 @@
-package retention
+package store
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestSQLStrings(t *testing.T) {
 // TestJudgedRowsAreTheIndexPredicate: a pass reads its window through the
 // judged-rows index only if its condition begins with that partial index's
 // predicate as the index is declared (SQLite proves a partial index usable
-// from identical terms only): the model's declaration and judgedSQL must
+// from identical terms only): the model's declaration and Judged must
 // not drift apart.
 func TestJudgedRowsAreTheIndexPredicate(t *testing.T) {
 	s, err := schema.Parse(&models.Operation{}, &sync.Map{}, schema.NamingStrategy{})
@@ -39,14 +39,14 @@ func TestJudgedRowsAreTheIndexPredicate(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, where)
-	require.True(t, strings.HasPrefix(judgedSQL, where+" AND "), "judged rows %q do not begin with the index predicate %q", judgedSQL, where)
+	require.True(t, strings.HasPrefix(Judged, where+" AND "), "judged rows %q do not begin with the index predicate %q", Judged, where)
 }
 
 // TestKeepRuleProbesOnlyTheDocumentIndexes: the keep rules' probes name the
 // state as an expression, so no index on state can serve them (a planner
 // without statistics read every committed row per probe through one).
 func TestKeepRuleProbesOnlyTheDocumentIndexes(t *testing.T) {
-	require.Equal(t, 4, strings.Count(supersededSQL, "n.state || '' IN ("))
-	require.NotContains(t, supersededSQL, "n.state IN")
-	require.Contains(t, recheckSQL, "state || '' IN ("+finishedStatesSQL+")")
+	require.Equal(t, 4, strings.Count(superseded, "n.state || '' IN ("))
+	require.NotContains(t, superseded, "n.state IN")
+	require.Contains(t, Recheck, "state || '' IN ("+finishedStates+")")
 }
