@@ -108,8 +108,7 @@ const lockNamespace = 0x72657465
 // finished since the last pass; nothing finished is one probe.
 func (p Pass) release() error {
 	for {
-		var docs []string
-		err := p.Base().Raw(store.ConsumeFinished, holdPage).Scan(&docs).Error
+		docs, err := store.ConsumeFinished(p.Base(), holdPage)
 		if err != nil || len(docs) == 0 {
 			return err
 		}

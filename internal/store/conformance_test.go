@@ -165,12 +165,12 @@ var storeCases = []storeCase{
 			UpdateColumn("retention_hold", 1).Error)
 		require.NoError(t, e.DB.Model(&models.Operation{}).Where(store.HeldOn([]string{doc})).Count(&n).Error)
 		require.Equal(t, int64(1), n)
-		var drained []string
-		require.NoError(t, e.DB.Raw(store.ConsumeFinished, 1000).Scan(&drained).Error) // the triggers' entries
+		_, err := store.ConsumeFinished(e.DB, 1000) // the triggers' entries
+		require.NoError(t, err)
 		require.NoError(t, e.DB.Create(&[]models.RetentionFinished{{DocumentID: "q1"}, {DocumentID: "q2"}}).Error)
 		for _, want := range []string{"q1", "q2"} {
-			var docs []string
-			require.NoError(t, e.DB.Raw(store.ConsumeFinished, 1).Scan(&docs).Error)
+			docs, err := store.ConsumeFinished(e.DB, 1)
+			require.NoError(t, err)
 			require.Equal(t, []string{want}, docs, "oldest first, one at a time")
 		}
 	}},

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/connstore/connstore/models"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -95,10 +96,19 @@ const (
 	WindowOrder = "o.updated_at, o.caller_did, o.operation_id"
 )
 
-// ConsumeFinished takes up to ? entries off the queue of documents on
+// consumeFinished takes up to ? entries off the queue of documents on
 // which a row finished, oldest first, and returns their document ids.
-const ConsumeFinished = `DELETE FROM kubun_connector_retention_finished WHERE seq IN
+const consumeFinished = `DELETE FROM kubun_connector_retention_finished WHERE seq IN
 	(SELECT seq FROM kubun_connector_retention_finished ORDER BY seq LIMIT ?) RETURNING document_id`
+
+// ConsumeFinished takes up to limit entries off the queue of documents on
+// which a row finished, oldest first, through db, and returns their
+// document ids (repeats included).
+func ConsumeFinished(db *gorm.DB, limit int) ([]string, error) {
+	var docs []string
+	err := db.Raw(consumeFinished, limit).Scan(&docs).Error
+	return docs, err
+}
 
 // HeldOn is the held rows of the documents docs.
 func HeldOn(docs []string) clause.Expr {
