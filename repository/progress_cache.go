@@ -28,10 +28,14 @@ func newProgressCache(size int) *progressCache {
 	return progress.New[progressKey](size, cloneCurrent)
 }
 
-// cloneCurrent copies the documents a remembered state holds, so the cache
-// never aliases a caller's recompute.
+// cloneCurrent copies the documents and the error message a remembered
+// state holds, so the cache never aliases a caller's recompute.
 func cloneCurrent(cur SyncProgressCurrent) SyncProgressCurrent {
 	cur.Checkpoint, cur.Recovery = cloneJSON(cur.Checkpoint), cloneJSON(cur.Recovery)
+	if cur.Error != nil {
+		msg := *cur.Error
+		cur.Error = &msg
+	}
 	return cur
 }
 
