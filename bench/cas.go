@@ -40,7 +40,7 @@ func casCompare(ctx context.Context, dsn string, rep *report, opts repository.Op
 	doc := models.JSON(`{"page":1}`)
 	ours := func() error {
 		return repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				return repository.SyncProgressResult{Checkpoint: doc, LastSyncedAt: "t", EntityCount: 1}, nil
 			}})

@@ -45,8 +45,8 @@ func syncProgress(ctx context.Context, out io.Writer, repo *repository.Repositor
 		wg.Go(func() {
 			for range pages {
 				errs <- repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: owner, ConnectorName: connector},
-					Recompute:    recompute, MaxRetries: &retries})
+					Key:       repository.ConnectorKey{OwnerDID: owner, ConnectorName: connector},
+					Recompute: recompute, MaxRetries: &retries})
 			}
 		})
 	}

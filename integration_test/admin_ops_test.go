@@ -327,12 +327,12 @@ func TestAdminCallsRefuseBadInput(t *testing.T) {
 				return err
 			},
 			"status unknown": func() error {
-				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: "paused"})
+				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: "paused"})
 				return err
 			},
 			"status bad error text": func() error {
 				msg := "bad\xff"
-				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusError, Error: &msg})
+				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusError, Error: &msg})
 				return err
 			},
 		} {
@@ -343,7 +343,7 @@ func TestAdminCallsRefuseBadInput(t *testing.T) {
 
 func TestSetSyncStatus(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
-		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusSyncing})
+		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, Status: models.SyncStatusSyncing})
 		require.ErrorIs(t, err, repository.ErrNotFound)
 
 		require.NoError(t, e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{
@@ -353,8 +353,8 @@ func TestSetSyncStatus(t *testing.T) {
 
 		msg := "provider down"
 		row, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-			Status:       models.SyncStatusError, Error: &msg, IfStatus: []string{models.SyncStatusIdle, models.SyncStatusSyncing}})
+			Key:    repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Status: models.SyncStatusError, Error: &msg, IfStatus: []string{models.SyncStatusIdle, models.SyncStatusSyncing}})
 		require.NoError(t, err)
 		stored, err := e.repo.GetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"})
 		require.NoError(t, err)
@@ -369,8 +369,8 @@ func TestSetSyncStatus(t *testing.T) {
 
 		// The expected status no longer holds: refused, nothing written.
 		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-			Status:       models.SyncStatusIdle, IfStatus: []string{models.SyncStatusSyncing}})
+			Key:    repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Status: models.SyncStatusIdle, IfStatus: []string{models.SyncStatusSyncing}})
 		var se *repository.StateError
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, models.SyncStatusError, se.State)
@@ -403,8 +403,8 @@ func TestSetSyncStatusRacesProgress(t *testing.T) {
 		wg.Go(func() {
 			for range steps {
 				errs <- e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-					MaxRetries:   &retries, Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+					Key:        repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					MaxRetries: &retries, Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 						return step(cur)
 					}})
 			}
@@ -413,8 +413,8 @@ func TestSetSyncStatusRacesProgress(t *testing.T) {
 		wg.Go(func() {
 			for i := range flips {
 				_, err := other.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-					Status:       statuses[i%2], MaxRetries: &retries})
+					Key:    repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					Status: statuses[i%2], MaxRetries: &retries})
 				errs <- err
 			}
 		})

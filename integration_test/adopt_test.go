@@ -97,7 +97,7 @@ func TestMigrateAdoptsTypeScriptSchema(t *testing.T) {
 
 			// The adopted schema is connstore's: a CAS write on the adopted row works.
 			require.NoError(t, repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "alice", ConnectorName: "crm"},
+				Key: repository.ConnectorKey{OwnerDID: "alice", ConnectorName: "crm"},
 				Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 					require.Equal(t, int64(7), cur.Version)
 					return repository.SyncProgressResult{Checkpoint: cur.Checkpoint, LastSyncedAt: "t", EntityCount: 43}, nil

@@ -22,7 +22,7 @@ func TestWithTxWithoutPluginRefused(t *testing.T) {
 		err = bare.Transaction(func(tx *gorm.DB) error {
 			r := e.repo.WithTx(tx)
 			err := r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+				Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 				Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 					return repository.SyncProgressResult{LastSyncedAt: "t9", EntityCount: 9}, nil
 				}})

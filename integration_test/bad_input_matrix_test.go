@@ -66,15 +66,15 @@ func TestBadInputMatrix(t *testing.T) {
 			"SetSyncState unknown status":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, unknownStatus),
 			"SetSyncState negative count":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, negative),
 			"SetSyncState malformed JSON":      r.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, badJSON),
-			"UpdateSyncProgress nil recompute": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}}),
+			"UpdateSyncProgress nil recompute": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"}}),
 			"UpdateSyncProgress negative retries": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
-				Recompute:    recompute(repository.SyncProgressResult{LastSyncedAt: "t"}), MaxRetries: &minus}),
+				Key:       repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t"}), MaxRetries: &minus}),
 			"UpdateSyncProgress negative result": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
-				Recompute:    recompute(repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: -5})}),
+				Key:       repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: -5})}),
 			"UpdateSyncProgress malformed result": r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+				Key: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
 				Recompute: recompute(repository.SyncProgressResult{LastSyncedAt: "t",
 					Recovery: models.JSON(`[`)})}),
 			"DeleteSyncState empty":       r.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: ""}),

@@ -38,8 +38,8 @@ func BenchmarkUpdateSyncProgress(b *testing.B) {
 		b.Run("repository", func(b *testing.B) {
 			for b.Loop() {
 				require.NoError(b, e.repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    recompute}))
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: recompute}))
 			}
 		})
 		sel, upd := rebind(e, `SELECT checkpoint, recovery, version, incarnation FROM kubun_connector_sync_state

@@ -27,8 +27,8 @@ func TestCASPathsRefuseTheSameStaleWrite(t *testing.T) {
 		moves := map[string]func(){
 			"newer version": func() {
 				_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
-					Status:       models.SyncStatusSyncing})
+					Key:    repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+					Status: models.SyncStatusSyncing})
 				require.NoError(t, err)
 			},
 			"recreated": func() {
@@ -51,8 +51,8 @@ func TestCASPathsRefuseTheSameStaleWrite(t *testing.T) {
 					zero := 0
 					moved := false
 					return repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-						ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
-						MaxRetries:   &zero, Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+						Key:        repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+						MaxRetries: &zero, Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 							if !moved { // between this attempt's read and its write
 								moved = true
 								move()

@@ -37,7 +37,7 @@ func TestReadReplicaRouting(t *testing.T) {
 	require.NoError(t, err, "a Get reads the source")
 	for range 3 {
 		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 1}, nil
 			}}), "the CAS read goes to the source")

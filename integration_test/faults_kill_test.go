@@ -29,7 +29,7 @@ func TestKilledConnectionMidCall(t *testing.T) {
 		}, `SELECT 1 FROM kubun_connector_sync_state WHERE owner_did = 'o' FOR UPDATE`,
 			func(e *env, _ any) error {
 				return e.repo.UpdateSyncProgress(context.Background(), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 					Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 						return repository.SyncProgressResult{LastSyncedAt: "t", EntityCount: 9}, nil
 					}})

@@ -164,7 +164,7 @@ func TestServerRestartUnderLoad(t *testing.T) {
 // addApplied records increment id once, however often it is retried.
 func addApplied(id string) repository.UpdateSyncProgressParams {
 	retries := 1000
-	return repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, MaxRetries: &retries,
+	return repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, MaxRetries: &retries,
 		Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 			var a applied
 			if cur != nil {

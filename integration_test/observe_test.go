@@ -86,7 +86,7 @@ func TestObserverAndLogEvents(t *testing.T) {
 		require.NoError(t, repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 		first := true
 		require.NoError(t, repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				if first {
 					first = false

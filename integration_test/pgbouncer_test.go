@@ -284,8 +284,8 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 
 				k := (w + r) % 3
 				err = repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"},
-					Recompute:    recompute, MaxRetries: &retries})
+					Key:       repository.ConnectorKey{OwnerDID: shared(k), ConnectorName: "crm"},
+					Recompute: recompute, MaxRetries: &retries})
 				if tally.fail("update progress "+tag, err); err == nil {
 					tally.progress[k].Add(1)
 				}

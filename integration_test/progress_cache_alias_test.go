@@ -20,7 +20,7 @@ func TestProgressCacheCopiesTheErrorMessage(t *testing.T) {
 		key := repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}
 		msg := "page 1 failed"
 		write := func(fn repository.RecomputeFunc) {
-			require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: key, Recompute: fn}))
+			require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key, Recompute: fn}))
 		}
 		// Insert path, then update path: both remember res.Error.
 		for i := 0; i < 2; i++ {
@@ -52,12 +52,12 @@ func TestReview22ScopedProgressKeepsMessage(t *testing.T) {
 		scoped, err := e.repo.WithScopes(ctx(t), scopes.Owner("o"))
 		require.NoError(t, err)
 		up := func(fn repository.RecomputeFunc) error {
-			return scoped.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: key, Recompute: fn})
+			return scoped.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key, Recompute: fn})
 		}
 		require.NoError(t, up(keepError(nil)))
 		require.NoError(t, up(keepError(nil)))
 		msg := "token revoked"
-		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: key, Status: models.SyncStatusError, Error: &msg})
+		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: key, Status: models.SyncStatusError, Error: &msg})
 		require.NoError(t, err)
 		require.NoError(t, up(keepError(nil)))
 		row, err := e.repo.GetSyncState(ctx(t), key)

@@ -33,8 +33,8 @@ func pageUpdater(t *testing.T, maxRetries *int) func(*repository.Repository, int
 	var seen []int64
 	return func(r *repository.Repository, page int) error {
 		return r.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-			Recompute:    appendPage(t, page, &seen), MaxRetries: maxRetries})
+			Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Recompute: appendPage(t, page, &seen), MaxRetries: maxRetries})
 	}
 }
 
@@ -54,8 +54,8 @@ func TestProgressCacheOneRoundTrip(t *testing.T) {
 		var seen []int64
 		for page := 1; page <= 3; page++ {
 			require.NoError(t, repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-				Recompute:    appendPage(t, page, &seen)}))
+				Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+				Recompute: appendPage(t, page, &seen)}))
 		}
 		stmts := rec.take()
 		require.Equal(t, 0, countPrefix(stmts[2:], "SELECT"), "after the insert and the first update, no reads:\n%v", stmts)

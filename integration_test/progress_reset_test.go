@@ -58,8 +58,8 @@ func TestProgressResetNotUndone(t *testing.T) {
 			_, b := instance(t, e, repository.Options{ProgressCache: cache})
 			update := func() error {
 				return a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-					Recompute:    nextPage(t)})
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					Recompute: nextPage(t)})
 			}
 			require.NoError(t, b.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}))
 			require.NoError(t, update())
@@ -85,7 +85,7 @@ func TestProgressResetReadThenWrite(t *testing.T) {
 			require.NoError(t, resetTo(t, b, 1))
 			var calls atomic.Int32
 			err := a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+				Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 				Recompute: func(c context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 					if calls.Add(1) == 1 {
 						require.NoError(t, resetTo(t, b, 100)) // between the read and the write
@@ -108,8 +108,8 @@ func TestProgressResetDuringRemember(t *testing.T) {
 		db, a := instance(t, e, repository.Options{})
 		update := func() error {
 			return a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
-				Recompute:    nextPage(t)})
+				Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+				Recompute: nextPage(t)})
 		}
 		var armed atomic.Bool
 		require.NoError(t, db.Callback().Raw().After("gorm:raw").Register("test:reset_after_cas", func(tx *gorm.DB) {
@@ -139,7 +139,7 @@ func TestProgressRecomputeErrorOnRememberedFallsBack(t *testing.T) {
 		stale := errors.New("page 2 is stale")
 		update := func() error {
 			return a.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-				ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+				Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 				Recompute: func(c context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 					var doc pageDoc
 					if cur != nil {

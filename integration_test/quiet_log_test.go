@@ -50,7 +50,7 @@ func TestExpectedOutcomesStayOutOfTheLog(t *testing.T) {
 		require.NoError(t, repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, baseState(t)))
 		calls := 0
 		err = repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+			Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 			Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				if calls++; calls == 1 { // a concurrent writer wins the first round
 					require.NoError(t, e.db.Model(&models.SyncState{}).Where("owner_did = ?", "o").

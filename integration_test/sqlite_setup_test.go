@@ -141,8 +141,8 @@ func mixedWorkload(t *testing.T, e *env, a, b *repository.Repository) {
 					errs <- fmt.Errorf("consume auth: %w", err)
 				}
 				if err := repo.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    counterRecompute(nil), MaxRetries: &retries}); err != nil {
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: counterRecompute(nil), MaxRetries: &retries}); err != nil {
 					errs <- fmt.Errorf("progress: %w", err)
 				}
 			}

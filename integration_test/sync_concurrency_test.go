@@ -48,8 +48,8 @@ func TestUpdateProgressNoLostUpdates(t *testing.T) {
 			wg.Go(func() {
 				for range increments {
 					errs <- repos[w%2].UpdateSyncProgress(context.Background(), repository.UpdateSyncProgressParams{
-						ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-						Recompute:    recompute, MaxRetries: &retries})
+						Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+						Recompute: recompute, MaxRetries: &retries})
 				}
 			})
 		}
@@ -92,8 +92,8 @@ func TestUpdateProgressInsertRace(t *testing.T) {
 		for i := range errs {
 			wg.Go(func() {
 				errs[i] = e.repo.UpdateSyncProgress(context.Background(), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    recompute})
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: recompute})
 			})
 		}
 		wg.Wait()

@@ -34,13 +34,13 @@ func TestSetSyncStatusMessageSurvivesProgress(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		key := repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}
 		update := func(fn repository.RecomputeFunc) {
-			require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: key, Recompute: fn}))
+			require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key, Recompute: fn}))
 		}
 		update(keepError(nil)) // creates the row; e.repo now remembers it
 		update(keepError(nil))
 		_, other := instance(t, e, repository.Options{})
 		msg := "token revoked"
-		_, err := other.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{ConnectorKey: key, Status: models.SyncStatusError, Error: &msg})
+		_, err := other.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: key, Status: models.SyncStatusError, Error: &msg})
 		require.NoError(t, err)
 
 		var seen *string
@@ -76,7 +76,7 @@ func TestProgressGuardsTheMessageItRead(t *testing.T) {
 			LastSyncedAt: "t", Status: models.SyncStatusError, Error: &old}))
 		_, other := instance(t, e, repository.Options{})
 		calls := 0
-		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: key,
+		require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key,
 			Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				calls++
 				if calls == 1 {

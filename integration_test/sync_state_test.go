@@ -177,7 +177,7 @@ func TestUpdateProgressExhaustion(t *testing.T) {
 			rec.hook = func(int) { // every attempt loses to a concurrent bump
 				require.NoError(t, e.db.Exec(`UPDATE kubun_connector_sync_state SET version = version + 1`).Error)
 			}
-			params := repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, Recompute: rec.fn(t, e)}
+			params := repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, Recompute: rec.fn(t, e)}
 			if maxRetries != repository.DefaultMaxRetries {
 				params.MaxRetries = &maxRetries
 			}
@@ -202,7 +202,7 @@ func TestUpdateProgressRecomputeErrorAborts(t *testing.T) {
 		fail := func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 			return repository.SyncProgressResult{}, boom
 		}
-		p := repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, Recompute: fail}
+		p := repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, Recompute: fail}
 		require.ErrorIs(t, e.repo.UpdateSyncProgress(ctx(t), p), boom)
 		require.Equal(t, int64(0), count(t, e.db, &models.SyncState{}), "insert path wrote nothing")
 
@@ -252,28 +252,28 @@ func TestSyncStateBadInput(t *testing.T) {
 				return e.repo.SetSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}, withCount)
 			}},
 			{"update empty connector", func() error {
-				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o"}, Recompute: ok})
+				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o"}, Recompute: ok})
 			}},
 			{"update empty owner", func() error {
-				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{ConnectorName: "c"}, Recompute: ok})
+				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{ConnectorName: "c"}, Recompute: ok})
 			}},
 			{"update nil recompute", func() error {
-				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}})
+				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"}})
 			}},
 			{"update negative retries", func() error {
 				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    ok, MaxRetries: &negative})
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: ok, MaxRetries: &negative})
 			}},
 			{"update malformed result", func() error {
 				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    result(repository.SyncProgressResult{LastSyncedAt: "t", Recovery: models.JSON("{")})})
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: result(repository.SyncProgressResult{LastSyncedAt: "t", Recovery: models.JSON("{")})})
 			}},
 			{"update empty last synced", func() error {
 				return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-					Recompute:    result(repository.SyncProgressResult{})})
+					Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+					Recompute: result(repository.SyncProgressResult{})})
 			}},
 			{"delete empty owner", func() error {
 				return e.repo.DeleteSyncState(ctx(t), repository.ConnectorKey{OwnerDID: "", ConnectorName: "c"})
@@ -341,6 +341,6 @@ func setCounter(t *testing.T, e *env, n int) {
 // updateProgress runs UpdateSyncProgress on c/o with the default retries.
 func updateProgress(t *testing.T, e *env, fn repository.RecomputeFunc) error {
 	return e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{
-		ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
-		Recompute:    fn})
+		Key:       repository.ConnectorKey{OwnerDID: "o", ConnectorName: "c"},
+		Recompute: fn})
 }

@@ -38,8 +38,8 @@ func TestSetSyncStatusRacesSetSyncState(t *testing.T) {
 		}))
 
 		_, err := e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
-			Status:       models.SyncStatusError, IfStatus: []string{models.SyncStatusSyncing}})
+			Key:    repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+			Status: models.SyncStatusError, IfStatus: []string{models.SyncStatusSyncing}})
 		require.NoError(t, interleaveErr)
 		require.False(t, armed.Load(), "the interleaving ran")
 

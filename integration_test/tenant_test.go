@@ -88,7 +88,7 @@ func TestTenantIsolation(t *testing.T) {
 				return a.SetSyncState(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}, baseState(t))
 			},
 			"update progress": func() error {
-				return a.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{ConnectorKey: repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}, Recompute: recomp})
+				return a.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}, Recompute: recomp})
 			},
 			"delete sync state": func() error {
 				return notChanged(a.DeleteSyncState(c, repository.ConnectorKey{OwnerDID: "B", ConnectorName: "crm"}))

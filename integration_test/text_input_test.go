@@ -42,7 +42,7 @@ func TestUnstorableTextRefused(t *testing.T) {
 			errOf3 := func(_, _ any, err error) error { return err }
 			result := func(res repository.SyncProgressResult) error {
 				return r.UpdateSyncProgress(c, repository.UpdateSyncProgressParams{
-					ConnectorKey: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+					Key: repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
 					Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 						return res, nil
 					}})

@@ -35,7 +35,7 @@ func TestSpansAndCounters(t *testing.T) {
 	require.NoError(t, repo.SetSyncState(ctx, repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}, repository.SyncStateInput{LastSyncedAt: "t", Status: models.SyncStatusIdle}))
 	first := true
 	require.NoError(t, repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
-		ConnectorKey: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+		Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
 		Recompute: func(context.Context, *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 			if first { // a concurrent writer wins the first round
 				first = false

@@ -52,7 +52,7 @@ func ExampleRepository_UpdateSyncProgress() {
 	type cursor struct{ Page int }
 	for range 3 {
 		err := repo.UpdateSyncProgress(ctx, repository.UpdateSyncProgressParams{
-			ConnectorKey: repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"},
+			Key: repository.ConnectorKey{OwnerDID: "did:example:alice", ConnectorName: "crm"},
 			Recompute: func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
 				var c cursor
 				if cur != nil { // nil on the first write: there is no row yet

@@ -51,8 +51,9 @@ type RecomputeFunc func(ctx context.Context, current *SyncProgressCurrent) (Sync
 
 // UpdateSyncProgressParams addresses one row and says how to recompute it.
 type UpdateSyncProgressParams struct {
-	// ConnectorKey names the row (its fields are promoted).
-	ConnectorKey
+	// Key names the row. (A named field, not an embedded one: the key's
+	// String method would otherwise print the params as just the key.)
+	Key ConnectorKey
 	// Recompute derives the new state; required.
 	Recompute RecomputeFunc
 	// MaxRetries bounds re-reads after a lost CAS; nil means
@@ -84,7 +85,7 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	defer end(&err)
 	maxRetries, err := validateUpdateProgress(p)
 	if err == nil {
-		err = r.inScope(ctx, p.OwnerDID, p.ConnectorName)
+		err = r.inScope(ctx, p.Key.OwnerDID, p.Key.ConnectorName)
 	}
 	if err != nil {
 		return fmt.Errorf("update sync progress: %w", err)
@@ -98,12 +99,12 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("update sync progress %s/%s: %w", p.ConnectorName, p.OwnerDID, err)
+		return fmt.Errorf("update sync progress %s/%s: %w", p.Key.ConnectorName, p.Key.OwnerDID, err)
 	case done:
 		return nil
 	}
 	r.emit(ctx, EventCASExhausted, 1, "")
-	return &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID, Attempts: maxRetries + 1}
+	return &RetriesExhaustedError{ConnectorName: p.Key.ConnectorName, OwnerDID: p.Key.OwnerDID, Attempts: maxRetries + 1}
 }
 
 // casValues gives res's values in store.CASColumns' order: both forms of
@@ -135,7 +136,7 @@ func (r *Repository) tryUpdateProgress(ctx context.Context, p UpdateSyncProgress
 		return r.insertProgress(ctx, p, since)
 	}
 	if row.Incarnation == nil || *row.Incarnation == "" {
-		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.ConnectorName, p.OwnerDID)
+		return false, fmt.Errorf("%w: sync state %s/%s has no incarnation", hooks.ErrMissingLock, p.Key.ConnectorName, p.Key.OwnerDID)
 	}
 	cur := &SyncProgressCurrent{Checkpoint: row.Checkpoint, Recovery: row.Recovery, Error: row.Error,
 		Version: row.Version, Incarnation: *row.Incarnation}
@@ -155,7 +156,7 @@ func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressPara
 	if cache == nil {
 		return false, nil
 	}
-	k := progressKey{p.ConnectorName, p.OwnerDID}
+	k := progressKey{p.Key.ConnectorName, p.Key.OwnerDID}
 	since := cache.Snapshot()
 	cur, ok := cache.Get(k)
 	if !ok {
@@ -179,7 +180,7 @@ func (r *Repository) tryRemembered(ctx context.Context, p UpdateSyncProgressPara
 // the guard no longer matched. Status is deliberately not written.
 func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressParams, cur *SyncProgressCurrent,
 	res SyncProgressResult, since uint64) (done bool, err error) {
-	guard := []any{p.ConnectorName, p.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery, cur.Error}
+	guard := []any{p.Key.ConnectorName, p.Key.OwnerDID, cur.Version, cur.Incarnation, cur.Checkpoint, cur.Recovery, cur.Error}
 	var tx *gorm.DB
 	values := append(casValues(res), cur.Version+1)
 	if len(r.scopes) == 0 {
@@ -212,7 +213,7 @@ func (r *Repository) progressSnapshot() uint64 {
 // left in the row, where the cache may be used.
 func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent, since uint64) {
 	if cache := r.progressCached(); cache != nil {
-		cache.Put(progressKey{p.ConnectorName, p.OwnerDID}, cur, since)
+		cache.Put(progressKey{p.Key.ConnectorName, p.Key.OwnerDID}, cur, since)
 	}
 }
 
@@ -222,14 +223,14 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 	if len(r.scopes) > 0 {
 		var rows []casRow
 		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "error", "version", "incarnation").
-			Where(store.KeyIs(p.ConnectorName, p.OwnerDID)).Limit(1).Scan(&rows).Error
+			Where(store.KeyIs(p.Key.ConnectorName, p.Key.OwnerDID)).Limit(1).Scan(&rows).Error
 		if err != nil || len(rows) == 0 {
 			return nil, err
 		}
 		return &rows[0], nil
 	}
 	var row casRow
-	found, err := store.ReadCAS(r.primary(ctx), p.ConnectorName, p.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Error, &row.Version, &row.Incarnation)
+	found, err := store.ReadCAS(r.primary(ctx), p.Key.ConnectorName, p.Key.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Error, &row.Version, &row.Incarnation)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -244,7 +245,7 @@ func (r *Repository) insertProgress(ctx context.Context, p UpdateSyncProgressPar
 		return false, err
 	}
 	row := models.SyncState{
-		ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID,
+		ConnectorName: p.Key.ConnectorName, OwnerDID: p.Key.OwnerDID,
 		Checkpoint: res.Checkpoint, LastSyncedAt: res.LastSyncedAt, EntityCount: res.EntityCount,
 		Status: models.SyncStatusIdle, Error: res.Error, Recovery: res.Recovery,
 	}
@@ -273,7 +274,7 @@ func recompute(ctx context.Context, fn RecomputeFunc, cur *SyncProgressCurrent) 
 }
 
 func validateUpdateProgress(p UpdateSyncProgressParams) (int, error) {
-	if err := requireKeys("connector", p.ConnectorName, "owner", p.OwnerDID); err != nil {
+	if err := requireKeys("connector", p.Key.ConnectorName, "owner", p.Key.OwnerDID); err != nil {
 		return 0, err
 	}
 	if p.Recompute == nil {

@@ -14,8 +14,9 @@ import (
 
 // SetSyncStatusParams changes one sync state's workflow status.
 type SetSyncStatusParams struct {
-	// ConnectorKey names the row (its fields are promoted).
-	ConnectorKey
+	// Key names the row. (A named field, not an embedded one: the key's
+	// String method would otherwise print the params as just the key.)
+	Key ConnectorKey
 	// Status is one of the models.SyncStatus* values.
 	Status string
 	// Error is the error message stored with the status; nil clears it.
@@ -46,18 +47,18 @@ type SetSyncStatusParams struct {
 func (r *Repository) SetSyncStatus(ctx context.Context, p SetSyncStatusParams) (_ *models.SyncState, err error) {
 	ctx, end := r.start(ctx, "SetSyncStatus")
 	defer end(&err)
-	defer r.forgetProgress(p.ConnectorName, p.OwnerDID) // its version moves
+	defer r.forgetProgress(p.Key.ConnectorName, p.Key.OwnerDID) // its version moves
 	maxRetries, err := p.validate()
 	if err != nil {
 		return nil, fmt.Errorf("set sync status: %w", err)
 	}
-	key := p.ConnectorName + "/" + p.OwnerDID
+	key := p.Key.ConnectorName + "/" + p.Key.OwnerDID
 	for attempt := 0; attempt <= maxRetries; attempt++ {
 		if attempt > 0 {
 			r.emit(ctx, EventCASRetry, 1, "")
 		}
 		var row models.SyncState
-		err := r.primary(ctx).Scopes(scopes.Connector(p.ConnectorName), scopes.Owner(p.OwnerDID)).Take(&row).Error
+		err := r.primary(ctx).Scopes(scopes.Connector(p.Key.ConnectorName), scopes.Owner(p.Key.OwnerDID)).Take(&row).Error
 		if err != nil {
 			return nil, fmt.Errorf("set sync status %s: %w", key, notFound(err))
 		}
@@ -72,7 +73,7 @@ func (r *Repository) SetSyncStatus(ctx context.Context, p SetSyncStatusParams) (
 		// guard on the version alone would overwrite its status (and pass
 		// IfStatus on a status no longer stored).
 		tx := hooks.SkipLock(r.conn(ctx)).Model(&models.SyncState{}).
-			Where(store.StatusUnchanged(p.ConnectorName, p.OwnerDID, row.Version, *row.Incarnation, row.Status, row.Error)).
+			Where(store.StatusUnchanged(p.Key.ConnectorName, p.Key.OwnerDID, row.Version, *row.Incarnation, row.Status, row.Error)).
 			UpdateColumns(map[string]any{"status": p.Status, "error": p.Error, "version": row.Version + 1})
 		if tx.Error != nil {
 			return nil, fmt.Errorf("set sync status %s: %w", key, tx.Error)
@@ -83,12 +84,12 @@ func (r *Repository) SetSyncStatus(ctx context.Context, p SetSyncStatusParams) (
 		}
 	}
 	r.emit(ctx, EventCASExhausted, 1, "")
-	return nil, &RetriesExhaustedError{ConnectorName: p.ConnectorName, OwnerDID: p.OwnerDID,
+	return nil, &RetriesExhaustedError{ConnectorName: p.Key.ConnectorName, OwnerDID: p.Key.OwnerDID,
 		Attempts: maxRetries + 1, Action: "set sync status"}
 }
 
 func (p SetSyncStatusParams) validate() (int, error) {
-	errs := []error{requireKeys("connector", p.ConnectorName, "owner", p.OwnerDID)}
+	errs := []error{requireKeys("connector", p.Key.ConnectorName, "owner", p.Key.OwnerDID)}
 	if !syncStatuses[p.Status] {
 		errs = append(errs, invalid("status %q is not idle, syncing or error", p.Status))
 	}

@@ -70,7 +70,7 @@ func syncSetStatus(ctx context.Context, c *cli) error {
 	if err != nil {
 		return err
 	}
-	p := repository.SetSyncStatusParams{ConnectorKey: repository.ConnectorKey{OwnerDID: c.f.owner, ConnectorName: c.f.connector}, Status: c.f.status,
+	p := repository.SetSyncStatusParams{Key: repository.ConnectorKey{OwnerDID: c.f.owner, ConnectorName: c.f.connector}, Status: c.f.status,
 		IfStatus: splitList(c.f.ifStatus)}
 	if c.f.errText != "" {
 		p.Error = &c.f.errText

@@ -23,7 +23,8 @@ const PostgresEnv = "CONNSTORE_TEST_PG_DSN"
 // empty, at $CONNSTORE_TEST_PG_DSN) and returns dsn with a search_path
 // selecting it; the schema is dropped when the test ends. Without a DSN the
 // test is skipped, or failed when CI=true, so a CI run never passes by
-// skipping its database; an unreachable server fails the test.
+// skipping its database; an unreachable server fails the test. Its
+// messages name connstoretest, the public package users call it through.
 func SchemaDSN(t testing.TB, dsn string) string {
 	t.Helper()
 	if dsn == "" {
@@ -31,17 +32,17 @@ func SchemaDSN(t testing.TB, dsn string) string {
 	}
 	if dsn == "" {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set; PostgreSQL tests cannot be skipped under CI", PostgresEnv)
+			t.Fatalf("connstoretest: %s is not set; PostgreSQL tests cannot be skipped under CI", PostgresEnv)
 		}
-		t.Skipf("%s is not set; skipping PostgreSQL", PostgresEnv)
+		t.Skipf("connstoretest: %s is not set; skipping PostgreSQL", PostgresEnv)
 	}
 	name, schemaDSN, err := NewSchema(context.Background(), dsn, "connstoretest_")
 	if err != nil {
-		t.Fatalf("PostgreSQL at %s is not reachable: %v", PostgresEnv, err)
+		t.Fatalf("connstoretest: PostgreSQL at %s is not reachable: %v", PostgresEnv, err)
 	}
 	t.Cleanup(func() {
 		if err := DropSchema(context.Background(), dsn, name); err != nil {
-			t.Logf("drop schema %s: %v", name, err)
+			t.Logf("connstoretest: drop schema %s: %v", name, err)
 		}
 	})
 	return schemaDSN
