@@ -222,7 +222,7 @@ func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurren
 func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParams) (*casRow, error) {
 	if len(r.scopes) > 0 {
 		var rows []casRow
-		err := r.primary(ctx).Model(&models.SyncState{}).Select("checkpoint", "recovery", "error", "version", "incarnation").
+		err := r.primary(ctx).Model(&models.SyncState{}).Select(store.CASReadColumns).
 			Where(store.KeyIs(p.Key.ConnectorName, p.Key.OwnerDID)).Limit(1).Scan(&rows).Error
 		if err != nil || len(rows) == 0 {
 			return nil, err

@@ -15,12 +15,19 @@ import (
 // reset. They are plain statements, never named prepared ones: those break
 // behind PgBouncer's transaction pooling.
 const (
-	casRead = `SELECT checkpoint, recovery, error, version, incarnation FROM kubun_connector_sync_state
-		WHERE connector_name = ? AND owner_did = ? LIMIT 1`
 	casGuard = `connector_name = ? AND owner_did = ? AND version = ? AND incarnation = ?
 		AND checkpoint IS NOT DISTINCT FROM ? AND recovery IS NOT DISTINCT FROM ?
 		AND error IS NOT DISTINCT FROM ?`
 )
+
+// CASReadColumns are the columns a progress attempt reads, in the order
+// ReadCAS scans them. Both forms of the read (ReadCAS and the scoped
+// builder) read exactly these.
+var CASReadColumns = []string{"checkpoint", "recovery", "error", "version", "incarnation"}
+
+// casRead is the fast form of the read.
+var casRead = "SELECT " + strings.Join(CASReadColumns, ", ") +
+	" FROM kubun_connector_sync_state WHERE connector_name = ? AND owner_did = ? LIMIT 1"
 
 // CASColumns are the columns a progress write sets, besides the version.
 // Both forms of the write (WriteCAS and the scoped builder with CASGuard)
