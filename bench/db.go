@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
-	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -32,13 +29,7 @@ func store(ctx context.Context, dsn string, opts repository.Options) (*gorm.DB, 
 	raw, _ := db.DB()
 	raw.SetMaxOpenConns(40)
 	raw.SetMaxIdleConns(40)
-	if err := db.Use(hooks.New(hooks.Config{})); err != nil {
-		return nil, nil, "", err
-	}
-	if err := migrations.Migrate(ctx, db); err != nil {
-		return nil, nil, "", fmt.Errorf("migrate: %w", err)
-	}
-	repo, err := repository.New(db, opts)
+	repo, err := dbtest.Install(ctx, db, nil, opts)
 	return db, repo, sdsn, err
 }
 

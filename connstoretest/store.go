@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
-	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/sqliteconn"
 	"gorm.io/driver/postgres"
@@ -157,13 +155,7 @@ func (s *Store) Close() error {
 
 // assemble installs the plugin, migrates and makes the repository.
 func assemble(db *gorm.DB, opts Options) (*Store, error) {
-	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: opts.IDs.Next})); err != nil {
-		return nil, fmt.Errorf("install the lock plugin: %w", err)
-	}
-	if err := migrations.Migrate(context.Background(), db); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
-	}
-	repo, err := repository.New(db, opts.Repository)
+	repo, err := dbtest.Install(context.Background(), db, opts.IDs.Next, opts.Repository)
 	if err != nil {
 		return nil, err
 	}

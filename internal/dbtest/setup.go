@@ -2,6 +2,7 @@ package dbtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/connstore/connstore/hooks"
@@ -22,8 +23,6 @@ type Env struct {
 
 // Options shapes Setup.
 type Options struct {
-	// Before runs on the empty database before the plugin and migrations.
-	Before func(*gorm.DB)
 	// NewID is the plugin's id source (incarnations); nil is its default.
 	NewID func() string
 	// Repository is passed to repository.New.
@@ -48,18 +47,22 @@ func Setup(t testing.TB, leg Leg, opts Options) *Env {
 			}
 		}
 	}
-	if opts.Before != nil {
-		opts.Before(db)
-	}
-	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: opts.NewID})); err != nil {
-		t.Fatalf("dbtest: lock plugin: %v", err)
-	}
-	if err := migrations.Migrate(context.Background(), db); err != nil {
-		t.Fatalf("dbtest: migrate: %v", err)
-	}
-	repo, err := repository.New(db, opts.Repository)
+	repo, err := Install(context.Background(), db, opts.NewID, opts.Repository)
 	if err != nil {
-		t.Fatalf("dbtest: repository: %v", err)
+		t.Fatalf("dbtest: %v", err)
 	}
 	return &Env{Leg: leg, DSN: dsn, DB: db, Repo: repo}
+}
+
+// Install is what every store the project opens for a test, an example or
+// the bench gets: the lock plugin on db (incarnations from newID; nil is
+// the plugin's default), the migrations, and a repository with opts.
+func Install(ctx context.Context, db *gorm.DB, newID func() string, opts repository.Options) (*repository.Repository, error) {
+	if err := db.Use(hooks.New(hooks.Config{NewIDFunc: newID})); err != nil {
+		return nil, fmt.Errorf("install the lock plugin: %w", err)
+	}
+	if err := migrations.Migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return repository.New(db, opts)
 }
