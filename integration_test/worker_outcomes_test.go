@@ -204,58 +204,53 @@ func TestWorkerConfigRefused(t *testing.T) {
 	})
 }
 
-// TestWorkerPanicLoggedWithStack: a panicking handler is a retryable
-// failure of kind panic, counted, and logged at Error with its stack.
+// TestWorkerPanicLoggedWithStack: a panic in the application's code, the
+// handler or HandlerTimeoutFor, is that operation's outcome: a retryable
+// failure of kind panic, counted, and logged at Error with its stack; the
+// process goes on and the other operations run as usual.
 func TestWorkerPanicLoggedWithStack(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		seedDue(t, e, 1)
-		h := &recordingHandler{}
-		pool, err := worker.New(realRepo(t, e), worker.Config{Logger: slog.New(h),
-			Handler: func(context.Context, *models.Operation) worker.Result { panicInHandler(); return worker.Dead() }})
-		require.NoError(t, err)
-		stats := runPool(t, pool, func() bool { return count(t, e.db, &models.Operation{}, "attempts = 1") == 1 })
-		require.Equal(t, int64(1), stats.Panicked)
-		require.Equal(t, int64(1), stats.Retried)
-		require.Equal(t, worker.KindPanic, *snapshot(t, e, "caller", "op-000000").LastKind)
-		errs := h.logged(slog.LevelError, "caller/op-000000")
-		require.Len(t, errs, 1)
-		require.Equal(t, "handler bug", attr(errs[0], "panic"))
-		require.Contains(t, attr(errs[0], "stack"), "panicInHandler", "the stack names the panicking function")
-	})
-}
-
-func panicInHandler() { panic("handler bug") }
-
-// TestWorkerTimeoutForPanics: HandlerTimeoutFor is the application's code
-// too; a panic in it is that operation's outcome (a retryable failure of
-// kind panic, logged with its stack), not a crashed process, and the other
-// operations run as usual.
-func TestWorkerTimeoutForPanics(t *testing.T) {
-	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		seedDue(t, e, 2)
-		h := &recordingHandler{}
-		pool, err := worker.New(realRepo(t, e), worker.Config{Logger: slog.New(h),
-			HandlerTimeoutFor: func(op *models.Operation) time.Duration {
+	commit := func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }
+	for _, tc := range []struct {
+		name, panicking, message, frame string
+		cfg                             worker.Config
+		committed                       int64 // of the two operations; the others panic
+	}{
+		{name: "in the handler", panicking: "op-000000", message: "handler bug", frame: "panicInHandler",
+			cfg: worker.Config{Handler: func(context.Context, *models.Operation) worker.Result { panicInHandler(); return worker.Dead() }}},
+		{name: "in HandlerTimeoutFor", panicking: "op-000001", message: "timeout lookup bug", frame: "panicInTimeoutFor", committed: 1,
+			cfg: worker.Config{Handler: commit, HandlerTimeoutFor: func(op *models.Operation) time.Duration {
 				if op.OperationID == "op-000001" {
 					panicInTimeoutFor()
 				}
 				return 0
-			},
-			Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
-		require.NoError(t, err)
-		stats := runPool(t, pool, func() bool {
-			return count(t, e.db, &models.Operation{}, "lease_token IS NULL AND (state = ? OR attempts = 1)", models.OperationCommitted) == 2
+			}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachDB(t, func(t *testing.T, e *env) {
+				seedDue(t, e, 2)
+				h := &recordingHandler{}
+				cfg := tc.cfg
+				cfg.Logger = slog.New(h)
+				pool, err := worker.New(realRepo(t, e), cfg)
+				require.NoError(t, err)
+				stats := runPool(t, pool, func() bool {
+					return count(t, e.db, &models.Operation{}, "lease_token IS NULL AND (state = ? OR attempts = 1)", models.OperationCommitted) == 2
+				})
+				require.Equal(t, 2-tc.committed, stats.Panicked)
+				require.Equal(t, 2-tc.committed, stats.Retried)
+				require.Equal(t, tc.committed, stats.Committed)
+				require.Equal(t, worker.KindPanic, *snapshot(t, e, "caller", tc.panicking).LastKind)
+				errs := h.logged(slog.LevelError, "caller/"+tc.panicking)
+				require.Len(t, errs, 1)
+				require.Equal(t, tc.message, attr(errs[0], "panic"))
+				require.Contains(t, attr(errs[0], "stack"), tc.frame, "the stack names the panicking function")
+			})
 		})
-		require.Equal(t, int64(1), stats.Panicked)
-		require.Equal(t, int64(1), stats.Committed)
-		require.Equal(t, worker.KindPanic, *snapshot(t, e, "caller", "op-000001").LastKind)
-		errs := h.logged(slog.LevelError, "caller/op-000001")
-		require.Len(t, errs, 1)
-		require.Contains(t, attr(errs[0], "stack"), "panicInTimeoutFor")
-	})
+	}
 }
+
+func panicInHandler() { panic("handler bug") }
 
 func panicInTimeoutFor() { panic("timeout lookup bug") }
 
