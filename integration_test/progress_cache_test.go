@@ -113,3 +113,37 @@ func TestProgressCacheIgnoresCallerTx(t *testing.T) {
 		require.JSONEq(t, `{"pages":[1,3,4]}`, pages(t, e))
 	})
 }
+
+// TestProgressCacheCopiesTheErrorMessage: the progress cache remembers
+// the error message the write stored, not the caller's *string: a caller
+// that reuses its message variable after the write must not make the next
+// recompute see, as the stored error, a message that was never stored.
+// (It failed when the cache copied the documents but not the message.)
+func TestProgressCacheCopiesTheErrorMessage(t *testing.T) {
+	forEachDB(t, func(t *testing.T, e *env) {
+		key := repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}
+		msg := "page 1 failed"
+		write := func(fn repository.RecomputeFunc) {
+			require.NoError(t, e.repo.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key, Recompute: fn}))
+		}
+		// Insert path, then update path: both remember res.Error.
+		for i := 0; i < 2; i++ {
+			write(func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+				return repository.SyncProgressResult{Checkpoint: models.JSON(`{"n":1}`), LastSyncedAt: "t", Error: &msg}, nil
+			})
+		}
+		msg = "some later, never stored message" // the caller reuses its variable
+
+		var seen []string
+		write(func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+			if cur != nil && cur.Error != nil {
+				seen = append(seen, *cur.Error)
+			}
+			return repository.SyncProgressResult{Checkpoint: models.JSON(`{"n":2}`), LastSyncedAt: "t", Error: cur.Error}, nil
+		})
+		row, err := e.repo.GetSyncState(ctx(t), key)
+		require.NoError(t, err)
+		require.Equal(t, "page 1 failed", *row.Error)
+		require.Equal(t, []string{"page 1 failed"}, seen, "every recompute is shown the stored message")
+	})
+}

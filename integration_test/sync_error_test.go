@@ -6,6 +6,7 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/scopes"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,5 +91,45 @@ func TestProgressGuardsTheMessageItRead(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, &fresh, row.Error)
 		require.Equal(t, "t2", row.LastSyncedAt)
+	})
+}
+
+// TestScopedProgressGuardsTheMessage: a scoped repository's progress write
+// (the built CAS, not the written-out one) sees and keeps a status's
+// message as the unscoped one does, and is guarded on the message it read:
+// a SetSyncState that rewrites only the message between its read and its
+// write makes it retry.
+func TestScopedProgressGuardsTheMessage(t *testing.T) {
+	forEachDB(t, func(t *testing.T, e *env) {
+		key := repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"}
+		scoped, err := e.repo.WithScopes(ctx(t), scopes.Owner("o"))
+		require.NoError(t, err)
+		up := func(fn repository.RecomputeFunc) error {
+			return scoped.UpdateSyncProgress(ctx(t), repository.UpdateSyncProgressParams{Key: key, Recompute: fn})
+		}
+		require.NoError(t, up(keepError(nil)))
+		require.NoError(t, up(keepError(nil)))
+		msg := "token revoked"
+		_, err = e.repo.SetSyncStatus(ctx(t), repository.SetSyncStatusParams{Key: key, Status: models.SyncStatusError, Error: &msg})
+		require.NoError(t, err)
+		require.NoError(t, up(keepError(nil)))
+		row, err := e.repo.GetSyncState(ctx(t), key)
+		require.NoError(t, err)
+		require.Equal(t, &msg, row.Error)
+		// A reset that rewrites only the message (no version bump) between
+		// a scoped read and its write must make the write retry.
+		calls := 0
+		other := "other"
+		require.NoError(t, up(keepError(func(cur *repository.SyncProgressCurrent) {
+			calls++
+			if calls == 1 {
+				require.NoError(t, e.repo.SetSyncState(ctx(t), key, repository.SyncStateInput{Checkpoint: cur.Checkpoint, LastSyncedAt: "t",
+					EntityCount: 1, Status: models.SyncStatusError, Error: &other, Recovery: cur.Recovery}))
+			}
+		})))
+		row, err = e.repo.GetSyncState(ctx(t), key)
+		require.NoError(t, err)
+		require.Equal(t, "other", *row.Error)
+		require.Equal(t, 2, calls)
 	})
 }
