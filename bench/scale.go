@@ -15,6 +15,9 @@ import (
 type scalePoint struct {
 	size int
 	ms   map[string]float64
+	// walKB is the WAL a retention pass wrote, in kilobytes, by
+	// measurement name: a diagnostic, with no target.
+	walKB map[string]float64
 }
 
 // scaleRounds is how many rounds measure each journal: a round times every
@@ -22,6 +25,12 @@ type scalePoint struct {
 // same load. Nine batches of 500 after two warm-up passes leave the 10k
 // journal with collectable rows.
 const scaleRounds = 9
+
+// claimRounds is how many rounds time each claim shape: a claim costs a
+// millisecond or less, where a shared machine's noise is as large as the
+// differences measured, so it takes more rounds than the passes for a
+// steady median.
+const claimRounds = 25
 
 // unheldRounds is how many times the pass over an unheld journal is timed;
 // each round first clears every hold (an UPDATE of the whole journal).
@@ -60,9 +69,10 @@ func scaleSeries() []string {
 
 // journal is one seeded journal under measurement.
 type journal struct {
-	db   *gorm.DB
-	repo *repository.Repository
-	ms   map[string][]float64
+	db    *gorm.DB
+	repo  *repository.Repository
+	ms    map[string][]float64
+	walKB map[string][]float64
 }
 
 // time runs step and files its milliseconds under name.
@@ -88,7 +98,7 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 		if err != nil {
 			return err
 		}
-		js[i] = &journal{db: db, repo: repo, ms: map[string][]float64{}}
+		js[i] = &journal{db: db, repo: repo, ms: map[string][]float64{}, walKB: map[string][]float64{}}
 		if err := seedJournal(ctx, db, n); err != nil {
 			return fmt.Errorf("seed %d: %w", n, err)
 		}
@@ -101,7 +111,7 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 			if err != nil {
 				return err
 			}
-			if err := j.time(unheld, func() error { return collectBatch(ctx, j.repo) }); err != nil {
+			if err := j.pass(ctx, unheld); err != nil {
 				return err
 			}
 		}
@@ -115,7 +125,7 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 	}
 	for range scaleRounds {
 		for _, j := range js {
-			if err := j.time("retention pass, held journal", func() error { return collectBatch(ctx, j.repo) }); err != nil {
+			if err := j.pass(ctx, "retention pass, held journal"); err != nil {
 				return err
 			}
 			if err := j.time("due-sweep page of 100", func() error { return firstDuePage(ctx, j.repo) }); err != nil {
@@ -134,7 +144,7 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 				return fmt.Errorf("shape %s: %w", c.name, err)
 			}
 		}
-		for range scaleRounds {
+		for range claimRounds {
 			for _, j := range js {
 				err := j.time("claim of 50, "+c.name, func() error {
 					_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 50, LeaseFor: time.Millisecond})
@@ -147,17 +157,122 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 			time.Sleep(2 * time.Millisecond) // the 1 ms leases expire, so due shapes stay due
 		}
 	}
+	if err := vacuumedClaims(ctx, js, future); err != nil {
+		return err
+	}
 	for i, j := range js {
-		p := scalePoint{size: sizes[i], ms: map[string]float64{}}
+		p := scalePoint{size: sizes[i], ms: map[string]float64{}, walKB: map[string]float64{}}
 		for name, v := range j.ms {
 			p.ms[name] = median(v)
+		}
+		for name, v := range j.walKB {
+			p.walKB[name] = median(v)
 		}
 		rep.scale = append(rep.scale, p)
 		if err := dropSchema(ctx, j.db); err != nil {
 			return err
 		}
 	}
+	rep.notes = append(rep.notes, walNote(rep.scale), vacuumedNote(rep.scale))
 	return nil
+}
+
+// pass times one retention pass under name and files the WAL it wrote
+// (the server's WAL insert position before and after, read outside the
+// timing; the bench is the server's only client) under the same name.
+func (j *journal) pass(ctx context.Context, name string) error {
+	var before string
+	if err := j.db.WithContext(ctx).Raw("SELECT pg_current_wal_insert_lsn()::text").Scan(&before).Error; err != nil {
+		return err
+	}
+	if err := j.time(name, func() error { return collectBatch(ctx, j.repo) }); err != nil {
+		return err
+	}
+	var kb float64
+	err := j.db.WithContext(ctx).Raw("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), CAST(? AS pg_lsn)) / 1024",
+		before).Scan(&kb).Error
+	j.walKB[name] = append(j.walKB[name], kb)
+	return err
+}
+
+// walNote reports the WAL the retention passes wrote, smallest journal to
+// largest. A pass holds or deletes about the same number of rows at every
+// size, but at 10k rows they share a few heap and index pages where at 1M
+// nearly each is on pages of its own: every page first written since the
+// last checkpoint goes to the WAL whole (full-page writes, on by default).
+func walNote(points []scalePoint) string {
+	var b strings.Builder
+	b.WriteString("Diagnostic, no target: the WAL a retention pass wrote (medians, kB, smallest journal to largest):")
+	for _, name := range scaleSeries()[:2] {
+		fmt.Fprintf(&b, "\n- %s:", name)
+		for _, p := range points {
+			fmt.Fprintf(&b, " %.0f", p.walKB[name])
+		}
+	}
+	return b.String()
+}
+
+// vacuumedSuffix marks the diagnostic claim measurements' names.
+const vacuumedSuffix = ", table vacuumed"
+
+// vacuumedClaims is a diagnostic, with no target: every claim shape again,
+// each journal vacuumed (no ANALYZE) after the shape is set, so the claims
+// find no index entries of the rows' earlier versions, as they do after
+// autovacuum's visit. Every version a shape change or a claim writes
+// leaves its old entry in the claim index until a vacuum; a claim steps
+// over the dead ones in its range, and the bench changes 1% of each
+// journal at once, so at 1M rows those are 100 times as many as at 10k. It
+// runs after the measurements with targets, which it leaves as they were.
+func vacuumedClaims(ctx context.Context, js []*journal, future map[string]any) error {
+	for _, j := range js {
+		// The last shape left no row attempted: the seed's are back first.
+		if err := j.db.WithContext(ctx).Exec(reattempt).Error; err != nil {
+			return err
+		}
+	}
+	for _, c := range claimShapes {
+		for _, j := range js {
+			var args []any
+			if strings.Contains(c.set, "@future") {
+				args = append(args, future)
+			}
+			if err := j.db.WithContext(ctx).Exec(c.set, args...).Error; err != nil {
+				return fmt.Errorf("shape %s: %w", c.name, err)
+			}
+			if err := j.db.WithContext(ctx).Exec("VACUUM kubun_connector_operation").Error; err != nil {
+				return fmt.Errorf("shape %s: %w", c.name, err)
+			}
+		}
+		for range claimRounds {
+			for _, j := range js {
+				err := j.time("claim of 50, "+c.name+vacuumedSuffix, func() error {
+					_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 50, LeaseFor: time.Millisecond})
+					return err
+				})
+				if err != nil {
+					return err
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// vacuumedNote reports vacuumedClaims' figures, smallest journal to largest.
+func vacuumedNote(points []scalePoint) string {
+	var b strings.Builder
+	b.WriteString("Diagnostic, no target: the claims again, each journal vacuumed after its shape was set " +
+		"(medians, ms, smallest journal to largest):")
+	for _, c := range claimShapes {
+		name := "claim of 50, " + c.name + vacuumedSuffix
+		fmt.Fprintf(&b, "\n- %s:", c.name)
+		for _, p := range points {
+			fmt.Fprintf(&b, " %.2f", p.ms[name])
+		}
+		fmt.Fprintf(&b, " (growth %.2f×)", points[len(points)-1].ms[name]/points[0].ms[name])
+	}
+	return b.String()
 }
 
 func collectBatch(ctx context.Context, repo *repository.Repository) error {
@@ -195,6 +310,11 @@ func millis(fn func() error) (float64, error) {
 	}
 	return float64(time.Since(start).Microseconds()) / 1000, nil
 }
+
+// reattempt makes the seed's attempted rows (every hundredth, so their ids
+// end in 00) attempted again, whatever state the claim shapes left them in.
+const reattempt = `UPDATE kubun_connector_operation SET state = 'attempted', lease_token = NULL,
+	lease_expires_at = NULL WHERE operation_id LIKE '%00'`
 
 func seedJournal(ctx context.Context, db *gorm.DB, n int) error {
 	now := time.Now().Add(-time.Hour).UnixMilli()
