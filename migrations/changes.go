@@ -391,27 +391,3 @@ func byteOrderMigration() *gormigrate.Migration {
 		Rollback: func(tx *gorm.DB) error { return alter(tx, `"default"`) },
 	}
 }
-
-// stateKeyMigration leaves committed rows out of the state-key index
-// (state, caller_did, operation_id). The index serves pages read in key
-// order within one state: the due sweep's attempted rows and a listing's
-// attempted or dead ones. Committed rows are nearly the whole journal and
-// no statement reads them through it, yet every commit and every retention
-// hold (each writes a new version of a committed row) inserted one entry
-// into it. The predicate is the repository's store.StateKeyed; a listing
-// of committed rows reads the primary key in the same order. Rolling back
-// restores the index over every row.
-func stateKeyMigration() *gormigrate.Migration {
-	index := func(where string) []string {
-		return []string{
-			`DROP INDEX IF EXISTS kubun_connector_operation_state_key_idx`,
-			`CREATE INDEX IF NOT EXISTS kubun_connector_operation_state_key_idx
-				ON kubun_connector_operation (state, caller_did, operation_id)` + where,
-		}
-	}
-	return &gormigrate.Migration{
-		ID:       "connstore_0017_state_key_without_committed",
-		Migrate:  func(tx *gorm.DB) error { return execAll(tx, index(" WHERE state <> 'committed'")) },
-		Rollback: func(tx *gorm.DB) error { return execAll(tx, index("")) },
-	}
-}

@@ -212,7 +212,6 @@ func all() []*gormigrate.Migration {
 		collectOwnerIndexMigration(),
 		leanOperationIndexMigration(),
 		byteOrderMigration(),
-		stateKeyMigration(),
 	}
 }
 

@@ -28,7 +28,7 @@ type Operation struct {
 	ProviderEtag         *string `gorm:"column:provider_etag"`
 	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_held_idx,where:retention_hold IS NOT NULL;index:kubun_connector_operation_doc_caller_idx,priority:1,where:document_id IS NOT NULL;index:kubun_connector_operation_doc_owner_idx,priority:1,where:document_id IS NOT NULL"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
-	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_state_key_idx,priority:1,where:state <> 'committed'"`
+	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_state_key_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
 	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_claim_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted'"`
 	LastKind             *string `gorm:"column:last_kind"`

@@ -77,7 +77,8 @@ func (r *Repository) CountOperations(ctx context.Context, p OperationCountsParam
 	now := r.nowMillis()
 	overdueAt := now - overdueAfter.Milliseconds()
 	counts, vars := store.QueueCounts(now, r.leaseNow(), overdueAt)
-	q := r.byStateKey(r.conn(ctx).Model(&models.Operation{}).Select(counts, vars...), states...).
+	q := r.conn(ctx).Model(&models.Operation{}).Select(counts, vars...).
+		Scopes(scopes.State(states...)).
 		Group("connector_name, owner_did, state").Order("connector_name, owner_did, state")
 	q = narrow(q, p.ConnectorName, p.OwnerDID)
 	var rows []countRow
@@ -192,14 +193,10 @@ func CursorAfter(op *models.Operation) *ListCursor {
 
 // ListOperationsByState returns up to Limit operations in one state after
 // After: in key order (caller, operation id), a keyset page of the
-// state-key index for attempted and dead operations, of the primary key for
-// committed ones (nearly the whole journal, left out of the state-key index
-// so that commits do not write to it: such a page also steps over the
-// attempted and dead rows between its own, at most the queue's size); the
-// overdue listing in due order, longest waiting first, a keyset page of the
-// claim index. Either way a page costs what it returns however long the
-// journal is, whatever share of the queue is overdue. Narrowed by owner or
-// connector (or a scoped repository's
+// state-led key index; the overdue listing in due order, longest waiting
+// first, a keyset page of the claim index. Either way a page costs what it
+// returns however long the journal is, whatever share of the queue is
+// overdue. Narrowed by owner or connector (or a scoped repository's
 // scopes), a page reads the state's rows in order until it fills: at most
 // the rows in that state, the queue's size, never the committed journal (an
 // index per owner would cost every write of the journal one more index
@@ -245,9 +242,8 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 // listPage reads one ListOperationsByState page (p validated, its
 // OverdueAfter resolved).
 func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
-	q := r.conn(ctx)
+	q := r.conn(ctx).Scopes(scopes.State(p.State))
 	if p.Overdue {
-		q = q.Scopes(scopes.State(p.State))
 		q = q.Where(store.DueAtMost(r.nowMillis() - p.OverdueAfter.Milliseconds())).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
 			Order(store.DueOrder)
 		if p.After != nil {
@@ -258,7 +254,7 @@ func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]model
 		if p.After != nil {
 			after = []any{p.After.CallerDID, p.After.OperationID}
 		}
-		q = r.byStateKey(q, p.State).Scopes(scopes.After([]string{"caller_did", "operation_id"}, after))
+		q = q.Scopes(scopes.After([]string{"caller_did", "operation_id"}, after))
 	}
 	var rows []models.Operation
 	if err := narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit).Find(&rows).Error; err != nil {

@@ -143,7 +143,7 @@ func (r *Repository) eachDue(ctx context.Context, p DueParams, emit func(DueItem
 	}
 	db := r.conn(ctx)
 	err := eachPage(ctx, func() *gorm.DB {
-		return r.byStateKey(db, models.OperationAttempted).Scopes(scopes.Due(p.Now))
+		return db.Scopes(scopes.State(models.OperationAttempted), scopes.Due(p.Now))
 	}, operationKey, p.PageSize, func(o *models.Operation) []any { return []any{o.CallerDID, o.OperationID} },
 		func(page []models.Operation) error {
 			for i := range page {

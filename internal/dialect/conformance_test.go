@@ -12,7 +12,6 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // dialectCase is one of internal/dialect's renderings run against a real
@@ -58,14 +57,6 @@ var dialectCases = []dialectCase{
 		q := d.ReadIndex(e.DB.Model(&models.Operation{}), "kubun_connector_operation", "kubun_connector_operation_collect_idx")
 		require.NoError(t, q.Where("retention_hold IS NULL AND state IN ('committed', 'dead') AND updated_at < ?", int64(1)<<60).
 			Count(&n).Error)
-		require.Equal(t, int64(3), n)
-	}},
-	{"a partial index's predicate makes it usable, and changes no result", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
-		seedDialectOps(t, e, 3)
-		var n int64
-		q := d.IndexPredicate(e.DB.Model(&models.Operation{}).Where("state = ?", models.OperationCommitted),
-			clause.Expr{SQL: "state <> ?", Vars: []any{models.OperationAttempted}})
-		require.NoError(t, q.Where("owner_did = ?", "dialect").Count(&n).Error)
 		require.Equal(t, int64(3), n)
 	}},
 	{"the pass lock says whether the journal spans heaps", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {

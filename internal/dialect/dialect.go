@@ -32,14 +32,6 @@ type Dialect interface {
 	// the statement fails, never a silent scan; PostgreSQL plans by its
 	// statistics (and the plan settings): q is unchanged.
 	ReadIndex(q *gorm.DB, table, index string) *gorm.DB
-	// IndexPredicate makes a partial index whose predicate q's own
-	// conditions imply usable for q. SQLite uses a partial index only for a
-	// query carrying each term of its predicate, so q gets the predicate as
-	// one more condition. PostgreSQL proves the predicate from q's
-	// conditions, and would count a repeated term as a second, independent
-	// filter (its estimate of the rows would fall far below the truth, and
-	// its plan with it): q is unchanged.
-	IndexPredicate(q *gorm.DB, predicate clause.Expr) *gorm.DB
 	// XactLock takes a transaction-scoped lock on (namespace, the schema and
 	// key) on PostgreSQL; SQLite's write transaction already serializes.
 	XactLock(tx *gorm.DB, namespace int64, key string) error
@@ -109,8 +101,6 @@ func (postgres) LockRows(q *gorm.DB, share, skipLocked bool) *gorm.DB {
 
 func (postgres) ReadIndex(q *gorm.DB, _, _ string) *gorm.DB { return q }
 
-func (postgres) IndexPredicate(q *gorm.DB, _ clause.Expr) *gorm.DB { return q }
-
 func (postgres) XactLock(tx *gorm.DB, namespace int64, key string) error {
 	return tx.Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || ?))", namespace, key).Error
 }
@@ -179,8 +169,6 @@ func (sqlite) LockRows(q *gorm.DB, _, _ bool) *gorm.DB { return q }
 func (sqlite) ReadIndex(q *gorm.DB, table, index string) *gorm.DB {
 	return q.Table(table + " INDEXED BY " + index)
 }
-
-func (sqlite) IndexPredicate(q *gorm.DB, predicate clause.Expr) *gorm.DB { return q.Where(predicate) }
 
 func (sqlite) XactLock(*gorm.DB, int64, string) error { return nil }
 

@@ -53,10 +53,6 @@ var storeCases = []storeCase{
 		require.Equal(t, []string{"s0"}, storeKeys(t, e.DB.Where(store.DueBy(15))))
 		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.DB.Where(store.DueBy(30))))
 	}},
-	{"StateKeyed: every state but committed", func(t *testing.T, e *dbtest.Env) {
-		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.DB.Where(store.StateKeyed)))
-		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.DB.Where("state = ?", models.OperationAttempted).Where(store.StateKeyed)))
-	}},
 	{"KeyIn: keys a subquery selects", func(t *testing.T, e *dbtest.Env) {
 		sub := e.DB.Model(&models.Operation{}).Select("caller_did", "operation_id").Where("operation_id IN ?", []string{"s1", "s3"})
 		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.DB.Where(store.KeyIn(sub))))

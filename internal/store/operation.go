@@ -18,18 +18,6 @@ func DueBy(now int64) clause.Expr {
 	return clause.Expr{SQL: "state = '" + models.OperationAttempted + "' AND " + DueAt + " <= ?", Vars: []any{now}}
 }
 
-// StateKeyed is the predicate of the state-key index (state, caller_did,
-// operation_id): every state but committed. The index serves the pages read
-// in key order within one state (the due sweep's attempted rows, a
-// listing's attempted or dead ones); committed rows are nearly the whole
-// journal, and nothing reads them through it, so they are left out
-// (migration 0017), and a commit or a retention hold writes one index
-// entry fewer. PostgreSQL proves the predicate from an equality on another
-// state; SQLite uses a partial index only for a query that carries the
-// predicate's own term, so every query meant for the index carries this
-// one beside its state.
-var StateKeyed = clause.Expr{SQL: "state <> " + sqlStrings(models.OperationCommitted)}
-
 // KeyIn is an operation whose key is among the (caller_did, operation_id)
 // rows sub selects.
 func KeyIn(sub any) clause.Expr {

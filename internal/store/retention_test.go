@@ -24,36 +24,20 @@ func TestSQLStrings(t *testing.T) {
 	}
 }
 
-// indexPredicate is the WHERE of the operation model's index name, as
-// declared.
-func indexPredicate(t *testing.T, name string) string {
-	t.Helper()
-	s, err := schema.Parse(&models.Operation{}, &sync.Map{}, schema.NamingStrategy{})
-	require.NoError(t, err)
-	for _, idx := range s.ParseIndexes() {
-		if idx.Name == name {
-			return idx.Where
-		}
-	}
-	t.Fatalf("the operation model declares no index %s", name)
-	return ""
-}
-
-// TestStateKeyedIsTheIndexPredicate: SQLite reads a state's rows in key
-// order through the state-key index only if the query carries that partial
-// index's predicate as declared: the model's declaration and StateKeyed
-// must not drift apart.
-func TestStateKeyedIsTheIndexPredicate(t *testing.T) {
-	require.Equal(t, indexPredicate(t, "kubun_connector_operation_state_key_idx"), StateKeyed.SQL)
-}
-
 // TestJudgedRowsAreTheIndexPredicate: a pass reads its window through the
 // judged-rows index only if its condition begins with that partial index's
 // predicate as the index is declared (SQLite proves a partial index usable
 // from identical terms only): the model's declaration and Judged must
 // not drift apart.
 func TestJudgedRowsAreTheIndexPredicate(t *testing.T) {
-	where := indexPredicate(t, "kubun_connector_operation_collect_idx")
+	s, err := schema.Parse(&models.Operation{}, &sync.Map{}, schema.NamingStrategy{})
+	require.NoError(t, err)
+	var where string
+	for _, idx := range s.ParseIndexes() {
+		if idx.Name == "kubun_connector_operation_collect_idx" {
+			where = idx.Where
+		}
+	}
 	require.NotEmpty(t, where)
 	require.True(t, strings.HasPrefix(Judged, where+" AND "), "judged rows %q do not begin with the index predicate %q", Judged, where)
 }

@@ -29,7 +29,6 @@ func TestPlaceholdersMatchValues(t *testing.T) {
 		"SequenceBefore":  SequenceBefore(1),
 		"ProvenanceIn":    ProvenanceIn("sub"),
 		"Uncommitted":     Uncommitted,
-		"StateKeyed":      StateKeyed,
 		"StateIn":         StateIn("sub"),
 		"FenceJoin":       FenceJoin,
 		"RowValue":        RowValue("c"),
