@@ -135,26 +135,8 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 	}
 	future := map[string]any{"future": time.Now().Add(time.Hour).UnixMilli()}
 	for _, c := range claimShapes {
-		for _, j := range js {
-			var args []any
-			if strings.Contains(c.set, "@future") {
-				args = append(args, future)
-			}
-			if err := j.db.WithContext(ctx).Exec(c.set, args...).Error; err != nil {
-				return fmt.Errorf("shape %s: %w", c.name, err)
-			}
-		}
-		for range claimRounds {
-			for _, j := range js {
-				err := j.time("claim of 50, "+c.name, func() error {
-					_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 50, LeaseFor: time.Millisecond})
-					return err
-				})
-				if err != nil {
-					return err
-				}
-			}
-			time.Sleep(2 * time.Millisecond) // the 1 ms leases expire, so due shapes stay due
+		if err := timeShape(ctx, js, c, future, false); err != nil {
+			return err
 		}
 	}
 	if err := vacuumedClaims(ctx, js, future); err != nil {
@@ -231,30 +213,47 @@ func vacuumedClaims(ctx context.Context, js []*journal, future map[string]any) e
 		}
 	}
 	for _, c := range claimShapes {
-		for _, j := range js {
-			var args []any
-			if strings.Contains(c.set, "@future") {
-				args = append(args, future)
-			}
-			if err := j.db.WithContext(ctx).Exec(c.set, args...).Error; err != nil {
-				return fmt.Errorf("shape %s: %w", c.name, err)
-			}
+		if err := timeShape(ctx, js, c, future, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// timeShape sets shape c on every journal (@future is future's value),
+// vacuums each after it when vacuumed is set, and times claimRounds claims
+// of 50 on each, filed under the shape's name (with vacuumedSuffix when
+// vacuumed).
+func timeShape(ctx context.Context, js []*journal, c claimShape, future map[string]any, vacuumed bool) error {
+	name := "claim of 50, " + c.name
+	if vacuumed {
+		name += vacuumedSuffix
+	}
+	for _, j := range js {
+		var args []any
+		if strings.Contains(c.set, "@future") {
+			args = append(args, future)
+		}
+		if err := j.db.WithContext(ctx).Exec(c.set, args...).Error; err != nil {
+			return fmt.Errorf("shape %s: %w", c.name, err)
+		}
+		if vacuumed {
 			if err := j.db.WithContext(ctx).Exec("VACUUM kubun_connector_operation").Error; err != nil {
 				return fmt.Errorf("shape %s: %w", c.name, err)
 			}
 		}
-		for range claimRounds {
-			for _, j := range js {
-				err := j.time("claim of 50, "+c.name+vacuumedSuffix, func() error {
-					_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 50, LeaseFor: time.Millisecond})
-					return err
-				})
-				if err != nil {
-					return err
-				}
+	}
+	for range claimRounds {
+		for _, j := range js {
+			err := j.time(name, func() error {
+				_, err := j.repo.ClaimOperations(ctx, repository.ClaimParams{Limit: 50, LeaseFor: time.Millisecond})
+				return err
+			})
+			if err != nil {
+				return err
 			}
-			time.Sleep(2 * time.Millisecond)
 		}
+		time.Sleep(2 * time.Millisecond) // the 1 ms leases expire, so due shapes stay due
 	}
 	return nil
 }
