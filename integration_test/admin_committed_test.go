@@ -8,22 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// insertJournal inserts n operations of seven callers and thirteen owners,
-// row g with account key 'a' || g % 50 and in the state stateSQL gives it
-// (an SQL expression over g), with autovacuum off so the statistics are the
-// test's to set.
-func insertJournal(t *testing.T, e *env, n int, stateSQL string) {
-	t.Helper()
-	now := e.clock.Millis()
-	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
-	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
-		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
-		reissue_intent, state, attempts, version, incarnation, created_at, updated_at)
-		SELECT 'c' || (g % 7), 'op-' || g, 'n', 'o' || (g % 13), 'crm', 'm', 'update', 'a' || (g % 50), 't', 'e' || g, 'h', '{}',
-			`+stateSQL+`, 0, 0, 'i', CAST(? AS BIGINT) - 4000000 + g, CAST(? AS BIGINT) - 4000000 + g
-		FROM generate_series(1, ?) g`, now, now, n).Error)
-}
-
 // TestCommittedPageWithBacklogStatistics (PostgreSQL): statistics gathered
 // while the journal was a backlog (every row attempted or dead), then the
 // backlog committed (98%) before the next ANALYZE. A page of 50 committed
@@ -45,15 +29,7 @@ func TestCommittedPageWithBacklogStatistics(t *testing.T) {
 		{State: models.OperationCommitted, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}}},
 		{State: models.OperationDead, Limit: 50},
 	} {
-		var page []models.Operation
-		read := readsOf(t, e, func(repo *repository.Repository) error {
-			var err error
-			page, err = repo.ListOperationsByState(ctx(t), p)
-			return err
-		})
-		require.Len(t, page, 50)
-		t.Logf("a page of %s (after %v) read %d rows", p.State, p.After != nil, read)
-		require.LessOrEqual(t, read, int64(2*50), "a page of %s reads a page's worth", p.State)
+		requirePageReadsAPage(t, e, "statistics from the backlog", p)
 	}
 }
 

@@ -42,6 +42,37 @@ func readsWith(t *testing.T, e *env, repo *repository.Repository, call func(repo
 	return read
 }
 
+// requirePageReadsAPage lists the page p asks for (a limit of 50) on e,
+// and requires a full page read with at most twice its rows.
+func requirePageReadsAPage(t *testing.T, e *env, label string, p repository.ListByStateParams) {
+	t.Helper()
+	var page []models.Operation
+	read := readsOf(t, e, func(repo *repository.Repository) error {
+		var err error
+		page, err = repo.ListOperationsByState(ctx(t), p)
+		return err
+	})
+	require.Len(t, page, 50)
+	t.Logf("%s: a page of %+v read %d rows", label, p, read)
+	require.LessOrEqual(t, read, int64(2*50), "%s: a page of %+v reads a page's worth", label, p)
+}
+
+// insertJournal inserts n operations of seven callers and thirteen owners,
+// row g with account key 'a' || g % 50 and in the state stateSQL gives it
+// (an SQL expression over g), with autovacuum off so the statistics are the
+// test's to set.
+func insertJournal(t *testing.T, e *env, n int, stateSQL string) {
+	t.Helper()
+	now := e.clock.Millis()
+	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
+	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
+		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
+		reissue_intent, state, attempts, version, incarnation, created_at, updated_at)
+		SELECT 'c' || (g % 7), 'op-' || g, 'n', 'o' || (g % 13), 'crm', 'm', 'update', 'a' || (g % 50), 't', 'e' || g, 'h', '{}',
+			`+stateSQL+`, 0, 0, 'i', CAST(? AS BIGINT) - 4000000 + g, CAST(? AS BIGINT) - 4000000 + g
+		FROM generate_series(1, ?) g`, now, now, n).Error)
+}
+
 // TestAdminCallsBoundedAt1M (PostgreSQL): on a journal of 1,000,000
 // operations, 98% committed, the operator's calls read what they report,
 // not the journal, with statistics lagging (none gathered since the insert)
@@ -53,15 +84,8 @@ func readsWith(t *testing.T, e *env, repo *repository.Repository, call func(repo
 func TestAdminCallsBoundedAt1M(t *testing.T) {
 	e := setup(t, pgKind)
 	now := e.clock.Millis()
-	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)
 	// g % 50: 0 is attempted and long due, 1 is dead, 2..49 committed.
-	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
-		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
-		reissue_intent, state, attempts, version, incarnation, created_at, updated_at)
-		SELECT 'c' || (g % 7), 'op-' || g, 'n', 'o' || (g % 13), 'crm', 'm', 'update', 'a', 't', 'e' || g, 'h', '{}',
-			CASE g % 50 WHEN 0 THEN 'attempted' WHEN 1 THEN 'dead' ELSE 'committed' END, 0, 0, 'i',
-			CAST(? AS BIGINT) - 4000000 + g, CAST(? AS BIGINT) - 4000000 + g
-		FROM generate_series(1, 1000000) g`, now, now).Error)
+	insertJournal(t, e, 1000000, `CASE g % 50 WHEN 0 THEN 'attempted' WHEN 1 THEN 'dead' ELSE 'committed' END`)
 	const live = 40000 // attempted and dead rows
 	for _, stats := range []string{"lagging", "fresh"} {
 		if stats == "fresh" {
@@ -90,15 +114,7 @@ func TestAdminCallsBoundedAt1M(t *testing.T) {
 				DueAt: now - 3500000}},
 			{Overdue: true, Limit: 50},
 		} {
-			var page []models.Operation
-			read := readsOf(t, e, func(repo *repository.Repository) error {
-				var err error
-				page, err = repo.ListOperationsByState(ctx(t), p)
-				return err
-			})
-			require.Len(t, page, 50)
-			t.Logf("%s statistics: a page of %+v read %d rows", stats, p, read)
-			require.LessOrEqual(t, read, int64(2*50), "%s: a page reads a page's worth", stats)
+			requirePageReadsAPage(t, e, stats+" statistics", p)
 		}
 		// Narrowed to one owner (1 in 13), a page reads the state's rows in
 		// key order until it fills: the state's share of the queue, never

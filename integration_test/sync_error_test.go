@@ -10,19 +10,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// keepError is a recompute that adds a page and keeps the stored error
-// message, as the README's PageSynced does; onCall runs before it returns.
+// keepError is counterRecompute keeping the stored error message, as the
+// README's PageSynced does; onCall runs before it returns.
 func keepError(onCall func(cur *repository.SyncProgressCurrent)) repository.RecomputeFunc {
-	return func(_ context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
-		res := repository.SyncProgressResult{Checkpoint: models.JSON(`{"n":1}`), LastSyncedAt: "t", EntityCount: 1}
+	count := counterRecompute(onCall)
+	return func(ctx context.Context, cur *repository.SyncProgressCurrent) (repository.SyncProgressResult, error) {
+		res, err := count(ctx, cur)
 		if cur != nil {
 			res.Error = cur.Error
-			res.EntityCount = int64(len(cur.Checkpoint)) // changes with every write
 		}
-		if onCall != nil {
-			onCall(cur)
-		}
-		return res, nil
+		return res, err
 	}
 }
 
