@@ -35,6 +35,24 @@ func TestClaimTakesEarliestDueFirst(t *testing.T) {
 	})
 }
 
+// TestClaimTakesTheEarliestOfItsPick: a claim of 3 picks up to 4 due rows
+// (store.ClaimBucket) and takes the 3 due earliest of them, whatever their
+// keys' order; the next claim takes the next 3.
+func TestClaimTakesTheEarliestOfItsPick(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		now := e.clock.Millis()
+		var rows []models.Operation
+		for i, ago := range []int64{10, 60, 30, 50, 20, 40} {
+			rows = append(rows, dbtest.OpRow(i+1, models.OperationAttempted, ptr(now-ago), int64(i+1)))
+		}
+		seedOps(t, e, rows)
+		require.Equal(t, []string{"op-000002", "op-000004", "op-000006"}, ids(claim(t, e, 3, time.Minute)), "due 60, 50 and 40 ms ago")
+		require.Equal(t, []string{"op-000001", "op-000003", "op-000005"}, ids(claim(t, e, 3, time.Minute)))
+		require.Empty(t, claim(t, e, 3, time.Minute))
+	})
+}
+
 // TestClaimReadsOnlyItsLimit: with 20k due rows a claim of 10 reads about 10
 // rows, however the planner estimates the table (here: never analyzed, as a
 // busy journal's statistics lag): no bitmap over every due row, no sort of
@@ -74,6 +92,7 @@ func TestClaimReadsOnlyItsLimit(t *testing.T) {
 type planNode struct {
 	NodeType       string     `json:"Node Type"`
 	Relation       string     `json:"Relation Name"`
+	PlanRows       float64    `json:"Plan Rows"`
 	ActualRows     float64    `json:"Actual Rows"`
 	ActualLoops    float64    `json:"Actual Loops"`
 	RemovedByIndex float64    `json:"Rows Removed by Index Recheck"`
@@ -119,6 +138,7 @@ func TestPlanSettingsStayInTheCall(t *testing.T) {
 		_, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
 		require.NoError(t, err)
 		require.Equal(t, "on", show(tx, "enable_bitmapscan"))
+		require.Equal(t, "auto", show(tx, "plan_cache_mode"))
 		_, err = repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: e.clock.Now(), Limit: 5})
 		require.NoError(t, err)
 		require.Equal(t, jit, show(tx, "jit"))

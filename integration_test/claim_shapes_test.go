@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
 )
@@ -60,33 +61,92 @@ func TestClaimShapesAt1M(t *testing.T) {
 			if stats == "fresh" {
 				require.NoError(t, e.db.Exec("ANALYZE kubun_connector_operation").Error)
 			}
-			read, claimed, plan := explainClaim(t, e, repo, rec, limit)
 			want := 0
 			if shape.due {
 				want = limit
 			}
-			require.Equal(t, want, claimed, "%s (%s statistics)", shape.name, stats)
-			require.LessOrEqual(t, read, float64(2*want+2), "%s (%s statistics): rows read for a claim of %d:\n%s",
-				shape.name, stats, limit, plan)
+			for _, c := range explainClaim(t, e, repo, rec, limit) {
+				require.Equal(t, want, c.claimed, "%s (%s statistics, %s plan)", shape.name, stats, c.plan)
+				require.LessOrEqual(t, c.read, float64(2*want+2), "%s (%s statistics, %s plan): rows read for a claim of %d:\n%s",
+					shape.name, stats, c.plan, limit, c.text)
+			}
 		}
 	}
 }
 
-// explainClaim runs one claim of limit inside a transaction it rolls back,
-// EXPLAIN ANALYZE on the claim's statement, and returns the journal rows
-// read, the rows claimed and the plan.
-func explainClaim(t *testing.T, e *env, repo *repository.Repository, rec *sqlRecorder, limit int) (float64, int, string) {
+// TestClaimOfAWholeJournalBacklog (PostgreSQL): when every one of
+// 100,000 operations is due (a journal recorded faster than it drains) and
+// the statistics say so, a claim of 50 still reads about 50 rows, in the
+// plan made for its values and in the generic plan a statement cache
+// reuses, and neither plan expects more rows than the claim picks. A
+// generic plan that took the limit for a parameter expected a tenth of the
+// due rows: with one limit it joined them to the journal by hashing all of
+// it; with the pick's limit a parameter too, it expected 3,339 rows for a
+// claim of 50 (dialect.FixedLimit).
+func TestClaimOfAWholeJournalBacklog(t *testing.T) {
+	t.Parallel()
+	e := setup(t, pgKind)
+	now := e.clock.Millis()
+	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
+		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
+		reissue_intent, state, attempts, version, incarnation, created_at, updated_at)
+		SELECT 'caller', 'op-' || g, 'n', 'owner-' || (g % 50), 'crm', 'm', 'create', 'a', 't', 'e' || g, 'h', '{}',
+			'attempted', 0, 0, 'i', CAST(? AS BIGINT) - 200000 + g, CAST(? AS BIGINT) - 200000 + g
+		FROM generate_series(1, 100000) g`, now, now).Error)
+	require.NoError(t, e.db.Exec("ANALYZE kubun_connector_operation").Error)
+	repo, rec := recordingRepo(t, e)
+	const limit = 50
+	for _, c := range explainClaim(t, e, repo, rec, limit) {
+		require.Equal(t, limit, c.claimed, "%s plan", c.plan)
+		require.LessOrEqual(t, c.read, float64(2*limit+2), "%s plan: rows read for a claim of %d:\n%s", c.plan, limit, c.text)
+		// The plan expects what the claim asks for: no more than its pick
+		// at any limit (a limit it cannot read expects a tenth of its input).
+		require.LessOrEqual(t, maxLimitEstimate(c.root), float64(store.ClaimBucket(limit)), "%s plan:\n%s", c.plan, c.text)
+	}
+}
+
+// maxLimitEstimate is the most rows any Limit node of the plan expects.
+func maxLimitEstimate(n planNode) float64 {
+	most := 0.0
+	if n.NodeType == "Limit" {
+		most = n.PlanRows
+	}
+	for _, c := range n.Plans {
+		most = max(most, maxLimitEstimate(c))
+	}
+	return most
+}
+
+// explainedClaim is one replay of a claim under EXPLAIN ANALYZE: the
+// journal rows it read, the rows it claimed, and its plan (kind names it).
+type explainedClaim struct {
+	plan    string
+	read    float64
+	claimed int
+	text    string
+	root    planNode
+}
+
+// explainClaim runs one claim of limit, then replays its statement under
+// EXPLAIN ANALYZE twice, each in a transaction that rolls back after the
+// claim's own planner settings: with its values written in (the plan
+// PostgreSQL makes for those values, as behind a pooler's simple protocol)
+// and as a prepared statement executed with them (the plan a driver's
+// statement cache reuses: the claim asks for a generic one, which the
+// replay checks it got).
+func explainClaim(t *testing.T, e *env, repo *repository.Repository, rec *sqlRecorder, limit int) []explainedClaim {
 	t.Helper()
 	rec.take()
 	_, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: limit, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	stmts := rec.take()
+	stmts, sent := rec.takeBoth()
 	var update string
+	var prepared sentStmt
 	var settings []string
-	for _, s := range stmts {
+	for i, s := range stmts {
 		switch {
 		case strings.HasPrefix(s, "UPDATE"):
-			update = s
+			update, prepared = s, sent[i]
 		case strings.Contains(s, "set_config("):
 			settings = append(settings, s)
 		}
@@ -95,18 +155,41 @@ func explainClaim(t *testing.T, e *env, repo *repository.Repository, rec *sqlRec
 	// The claim above really leased its rows: undo that, then replay it
 	// under EXPLAIN ANALYZE in a transaction that rolls back.
 	require.NoError(t, e.db.Exec("UPDATE kubun_connector_operation SET lease_token = NULL, lease_expires_at = NULL, next_attempt_at = created_at WHERE lease_token IS NOT NULL AND lease_token <> 'held'").Error)
-	tx := e.db.Begin()
-	defer tx.Rollback()
-	for _, s := range settings {
-		require.NoError(t, tx.Exec(s).Error)
+	marks := make([]string, len(prepared.Vars))
+	for i := range marks {
+		marks[i] = fmt.Sprintf("$%d", i+1)
 	}
-	var out []string
-	require.NoError(t, tx.Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+update).Scan(&out).Error)
-	var plans []struct{ Plan planNode }
-	require.NoError(t, json.Unmarshal([]byte(strings.Join(out, "")), &plans))
-	var text []string
-	require.NoError(t, tx.Raw("EXPLAIN "+update).Scan(&text).Error)
-	return rowsRead(plans[0].Plan, "kubun_connector_operation"), int(plans[0].Plan.ActualRows), strings.Join(text, "\n")
+	args := e.db.Dialector.Explain(strings.Join(marks, ", "), prepared.Vars...)
+	var out []explainedClaim
+	for _, kind := range []string{"custom", "generic"} {
+		func() {
+			tx := e.db.Begin()
+			defer tx.Rollback()
+			for _, s := range settings {
+				require.NoError(t, tx.Exec(s).Error)
+			}
+			stmt := update
+			if kind == "generic" {
+				// A session's prepared statement outlives the transaction.
+				require.NoError(t, tx.Exec("PREPARE claim_replay AS "+prepared.SQL).Error)
+				defer tx.Exec("DEALLOCATE claim_replay")
+				stmt = "EXECUTE claim_replay(" + args + ")"
+			}
+			var raw []string
+			require.NoError(t, tx.Raw("EXPLAIN (ANALYZE, FORMAT JSON) "+stmt).Scan(&raw).Error)
+			var plans []struct{ Plan planNode }
+			require.NoError(t, json.Unmarshal([]byte(strings.Join(raw, "")), &plans))
+			var text []string
+			require.NoError(t, tx.Raw("EXPLAIN "+stmt).Scan(&text).Error)
+			plan := strings.Join(text, "\n")
+			if kind == "generic" {
+				require.Contains(t, plan, "<= $", "the prepared claim's plan is generic (its due time a parameter):\n%s", plan)
+			}
+			out = append(out, explainedClaim{plan: kind, read: rowsRead(plans[0].Plan, "kubun_connector_operation"),
+				claimed: int(plans[0].Plan.ActualRows), text: plan, root: plans[0].Plan})
+		}()
+	}
+	return out
 }
 
 // TestClaimPlanSQLite: SQLite reads the claim from the claim index in its

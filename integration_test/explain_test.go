@@ -20,11 +20,24 @@ type sqlRecorder struct {
 	bare  bool
 	mu    sync.Mutex
 	stmts []string
+	// sent is every statement as the driver received it, placeholders and
+	// values apart, in the order of stmts; last is the one being traced.
+	sent []sentStmt
+	last sentStmt
+}
+
+// sentStmt is a statement's text, placeholders and all, and its values.
+type sentStmt struct {
+	SQL  string
+	Vars []any
 }
 
 // ParamsFilter implements gorm.ParamsFilter: a bare recorder
 // keeps the statement text without its values.
 func (r *sqlRecorder) ParamsFilter(_ context.Context, sql string, params ...any) (string, []any) {
+	r.mu.Lock()
+	r.last = sentStmt{SQL: sql, Vars: params}
+	r.mu.Unlock()
 	if r.bare {
 		return sql, nil
 	}
@@ -39,15 +52,22 @@ func (r *sqlRecorder) Trace(_ context.Context, _ time.Time, fc func() (string, i
 	sql, _ := fc()
 	r.mu.Lock()
 	r.stmts = append(r.stmts, sql)
+	r.sent = append(r.sent, r.last)
 	r.mu.Unlock()
 }
 
 func (r *sqlRecorder) take() []string {
+	out, _ := r.takeBoth()
+	return out
+}
+
+// takeBoth is take, with each statement as the driver received it too.
+func (r *sqlRecorder) takeBoth() ([]string, []sentStmt) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.stmts
-	r.stmts = nil
-	return out
+	out, sent := r.stmts, r.sent
+	r.stmts, r.sent = nil, nil
+	return out, sent
 }
 
 // recordingRepo returns a repository on e's database whose statements rec keeps.

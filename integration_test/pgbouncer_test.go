@@ -374,8 +374,9 @@ func runBouncedWorkload(t *testing.T, dsn string) {
 }
 
 // planSettingsSeen reads the planner settings the repository changes
-// (enable_bitmapscan, jit) from as many server connections at once as the
-// handle opens, and returns each distinct pair seen.
+// (enable_bitmapscan, plan_cache_mode, jit) from as many server
+// connections at once as the handle opens, and returns each distinct
+// combination seen.
 func planSettingsSeen(t *testing.T, db *gorm.DB) map[string]bool {
 	t.Helper()
 	const readers = 16
@@ -388,15 +389,15 @@ func planSettingsSeen(t *testing.T, db *gorm.DB) map[string]bool {
 	for i := range readers {
 		wg.Go(func() {
 			errs[i] = db.Transaction(func(tx *gorm.DB) error {
-				var bitmap, jit string
+				var bitmap, planCache, jit string
 				// Held open together, the transactions take distinct
 				// server connections.
-				if err := tx.Raw("SELECT current_setting('enable_bitmapscan'), current_setting('jit'), pg_sleep(0.05)").
-					Row().Scan(&bitmap, &jit, new(any)); err != nil {
+				if err := tx.Raw("SELECT current_setting('enable_bitmapscan'), current_setting('plan_cache_mode'), current_setting('jit'), pg_sleep(0.05)").
+					Row().Scan(&bitmap, &planCache, &jit, new(any)); err != nil {
 					return err
 				}
 				mu.Lock()
-				seen[bitmap+"/"+jit] = true
+				seen[bitmap+"/"+planCache+"/"+jit] = true
 				mu.Unlock()
 				return nil
 			})

@@ -51,6 +51,20 @@ var dialectCases = []dialectCase{
 			return nil
 		}))
 	}},
+	{"a fixed limit is a number in the text, and limits the rows", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		seedDialectOps(t, e, 3)
+		var ops []models.Operation
+		q := d.FixedLimit(e.DB.Where("owner_did = ?", "dialect").Order("operation_id"), 2)
+		sql := q.Session(&gorm.Session{DryRun: true}).Find(&ops).Statement.SQL.String()
+		require.Contains(t, sql, "LIMIT 2", "the limit is written as a number, not sent as a parameter")
+		require.NoError(t, q.Find(&ops).Error)
+		require.Len(t, ops, 2)
+		// The last limit set wins, as with gorm's own.
+		require.NoError(t, d.FixedLimit(e.DB.Where("owner_did = ?", "dialect"), 2).Limit(1).Find(&ops).Error)
+		require.Len(t, ops, 1)
+		require.NoError(t, d.FixedLimit(e.DB.Where("owner_did = ?", "dialect").Limit(1), 3).Find(&ops).Error)
+		require.Len(t, ops, 3)
+	}},
 	{"a named index serves the judged rows", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		seedDialectOps(t, e, 3)
 		var n int64

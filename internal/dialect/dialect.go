@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"gorm.io/gorm"
@@ -32,6 +33,13 @@ type Dialect interface {
 	// the statement fails, never a silent scan; PostgreSQL plans by its
 	// statistics (and the plan settings): q is unchanged.
 	ReadIndex(q *gorm.DB, table, index string) *gorm.DB
+	// FixedLimit is q.Limit(n) with n written into the statement as a
+	// number, where gorm sends it as a parameter to PostgreSQL (SQLite's
+	// driver writes it as a number already): a generic plan then knows how
+	// many rows the statement wants, as a custom plan does. A plan that
+	// thinks a parameter LIMIT lets through a tenth of its input joins a
+	// claim's picked keys to the table by hashing the whole table.
+	FixedLimit(q *gorm.DB, n int) *gorm.DB
 	// XactLock takes a transaction-scoped lock on (namespace, the schema and
 	// key) on PostgreSQL; SQLite's write transaction already serializes.
 	XactLock(tx *gorm.DB, namespace int64, key string) error
@@ -100,6 +108,28 @@ func (postgres) LockRows(q *gorm.DB, share, skipLocked bool) *gorm.DB {
 }
 
 func (postgres) ReadIndex(q *gorm.DB, _, _ string) *gorm.DB { return q }
+
+func (postgres) FixedLimit(q *gorm.DB, n int) *gorm.DB { return q.Clauses(fixedLimit(n)) }
+
+// fixedLimit is a LIMIT clause written as a number. The number is an int,
+// so writing it into the text cannot change the statement's meaning.
+type fixedLimit int
+
+// Name is the clause gorm builds it as, in place of clause.Limit.
+func (fixedLimit) Name() string { return "LIMIT" }
+
+// Build writes LIMIT n.
+func (l fixedLimit) Build(b clause.Builder) {
+	b.WriteString("LIMIT ")
+	b.WriteString(strconv.Itoa(int(l)))
+}
+
+// MergeClause makes l the statement's LIMIT (the last one set wins, as
+// with clause.Limit).
+func (l fixedLimit) MergeClause(c *clause.Clause) {
+	c.Name = ""
+	c.Expression = l
+}
 
 func (postgres) XactLock(tx *gorm.DB, namespace int64, key string) error {
 	return tx.Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema() || ?))", namespace, key).Error
@@ -173,6 +203,8 @@ func (sqlite) ReadIndex(q *gorm.DB, table, index string) *gorm.DB {
 func (sqlite) XactLock(*gorm.DB, int64, string) error { return nil }
 
 func (sqlite) XactLockPartitioned(*gorm.DB, int64, string) (bool, error) { return false, nil }
+
+func (sqlite) FixedLimit(q *gorm.DB, n int) *gorm.DB { return q.Limit(n) }
 
 func (sqlite) WithPlanSettings(_ *gorm.DB, _ []Setting, _ bool, fn func() error) error { return fn() }
 

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"math/bits"
+
 	"github.com/connstore/connstore/models"
+	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
 
@@ -16,6 +19,30 @@ const DueAt = "COALESCE(next_attempt_at, created_at)"
 // databases can prove the partial index's predicate from the query.
 func DueBy(now int64) clause.Expr {
 	return clause.Expr{SQL: "state = '" + models.OperationAttempted + "' AND " + DueAt + " <= ?", Vars: []any{now}}
+}
+
+// ClaimBucket is how many rows at most the inner query of a claim of n
+// picks: the smallest power of two at least n. That limit is written into
+// the statement's text (dialect.FixedLimit), so that a generic plan knows
+// it; a power of two keeps the texts a statement cache holds to a few
+// dozen whatever limits a worker pool asks for, and FirstDue's LIMIT n, a
+// parameter, takes exactly n of them.
+func ClaimBucket(n int) int {
+	if n <= 1 || n > 1<<30 {
+		return max(n, 1)
+	}
+	return 1 << bits.Len(uint(n-1))
+}
+
+// FirstDue is the keys of the first n rows picked returns: picked selects
+// caller_did and operation_id in due order, limited to ClaimBucket(n) rows,
+// and locks each row as it returns it, so the outer LIMIT, which stops
+// pulling at n, leaves the rest of its limit unlocked and unclaimed. The
+// outer query has no ORDER BY of its own: both databases stream a
+// subquery's rows in its order (a Subquery Scan, a co-routine), and an
+// ORDER BY there made PostgreSQL sort, so pull and lock, every picked row.
+func FirstDue(db, picked *gorm.DB, n int) *gorm.DB {
+	return db.Table("(?) AS picked", picked).Select("caller_did", "operation_id").Limit(n)
 }
 
 // KeyIn is an operation whose key is among the (caller_did, operation_id)

@@ -51,3 +51,20 @@ func TestStillHeldServesNoIndex(t *testing.T) {
 	require.Contains(t, StillHeld(int64(1)).SQL, "state || '' = ?")
 	require.Contains(t, StillHeld(int64(1)).SQL, "lease_expires_at + 0 >= ?")
 }
+
+// TestClaimBucket: a claim of n picks the smallest power of two at least
+// n, so a pool's claims of every size from 1 to 2,048 share 12 statement
+// texts.
+func TestClaimBucket(t *testing.T) {
+	for _, c := range []struct{ n, want int }{
+		{1, 1}, {2, 2}, {3, 4}, {4, 4}, {5, 8}, {50, 64}, {64, 64}, {65, 128}, {1000, 1024}, {2048, 2048},
+		{1<<30 + 1, 1<<30 + 1}, // past the largest bucket, the limit itself
+	} {
+		require.Equal(t, c.want, ClaimBucket(c.n), "ClaimBucket(%d)", c.n)
+	}
+	texts := map[int]bool{}
+	for n := 1; n <= 2048; n++ {
+		texts[ClaimBucket(n)] = true
+	}
+	require.Len(t, texts, 12)
+}
