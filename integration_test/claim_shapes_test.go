@@ -145,7 +145,7 @@ func explainClaim(t *testing.T, e *env, repo *repository.Repository, rec *sqlRec
 	var settings []string
 	for i, s := range stmts {
 		switch {
-		case strings.HasPrefix(s, "UPDATE"):
+		case isUpdate(s):
 			update, prepared = s, sent[i]
 		case strings.Contains(s, "set_config("):
 			settings = append(settings, s)

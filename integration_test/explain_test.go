@@ -80,12 +80,18 @@ func recordingRepo(t *testing.T, e *env) (*repository.Repository, *sqlRecorder) 
 	return repo, rec
 }
 
+// isUpdate reports whether a recorded statement is an UPDATE, one that
+// reads its rows from a CTE (store.PickedUpdate) included.
+func isUpdate(s string) bool {
+	return strings.HasPrefix(s, "UPDATE") || strings.HasPrefix(s, "WITH picked AS MATERIALIZED")
+}
+
 // recordedUpdate is the last UPDATE rec recorded since it was last taken.
 func recordedUpdate(t *testing.T, rec *sqlRecorder) string {
 	t.Helper()
 	var update string
 	for _, s := range rec.take() {
-		if strings.HasPrefix(s, "UPDATE") {
+		if isUpdate(s) {
 			update = s
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,7 +41,7 @@ func (r *traceRec) updates() []traceEntry {
 	defer r.mu.Unlock()
 	var out []traceEntry
 	for _, e := range r.entries {
-		if strings.HasPrefix(e.sql, "UPDATE") {
+		if isUpdate(e.sql) {
 			out = append(out, e)
 		}
 	}

@@ -63,9 +63,13 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// of due rows and reads all of them, through a bitmap or another index
 	// on state, and sorts them, on every claim; the claim index read in
 	// order stops at the limit and needs neither.
+	// The rows are picked once, in a materialized CTE, and the UPDATE
+	// changes those (store.PickedUpdate): a pick in the UPDATE's condition
+	// could run again per row the repository's scopes found, each run
+	// locking more rows.
 	claim := func(in *Repository) error {
-		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
-			Where(store.KeyIn(in.dueToClaim(ctx, p, now))).
+		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}, store.PickedUpdate(in.dueToClaim(ctx, p, now))).
+			Where(store.InPicked).
 			Updates(map[string]any{
 				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
 				// Not due again until the lease would expire: a held row
@@ -128,7 +132,11 @@ var claimPlan = []dialect.Setting{{Name: "enable_bitmapscan", Value: "off"}, {Na
 // varying limits make a dozen texts, not one per limit), so the plan
 // expects the rows it will get and joins the picked keys to the table by
 // key (TestClaimShapesAt1M and TestClaimOfAWholeJournalBacklog replay the
-// claim as a prepared statement).
+// claim as a prepared statement). Join methods are not set here: the
+// journal's finished-rows trigger runs inside the claim's transaction, and
+// PL/pgSQL keeps the plan its first run in a session made; made with hash
+// and merge joins off, its join of a batched commit's old and new rows
+// became a nested loop (10.5 s for 10,000 finished rows against 27 ms).
 var claimStatementPlan = append(slices.Clip(claimPlan), dialect.Setting{Name: "plan_cache_mode", Value: "force_generic_plan"})
 
 // dueToClaim selects the keys a claim leases: attempted rows due by now,

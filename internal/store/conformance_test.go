@@ -53,9 +53,13 @@ var storeCases = []storeCase{
 		require.Equal(t, []string{"s0"}, storeKeys(t, e.DB.Where(store.DueBy(15))))
 		require.Equal(t, []string{"s0", "s1", "s2"}, storeKeys(t, e.DB.Where(store.DueBy(30))))
 	}},
-	{"KeyIn: keys a subquery selects", func(t *testing.T, e *dbtest.Env) {
+	{"PickedUpdate: an UPDATE of the rows its CTE picks", func(t *testing.T, e *dbtest.Env) {
 		sub := e.DB.Model(&models.Operation{}).Select("caller_did", "operation_id").Where("operation_id IN ?", []string{"s1", "s3"})
-		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.DB.Where(store.KeyIn(sub))))
+		tx := hooks.SkipLock(e.DB).Model(&models.Operation{}).Clauses(store.PickedUpdate(sub)).
+			Where(store.InPicked).UpdateColumn("attempts", 7)
+		require.NoError(t, tx.Error)
+		require.Equal(t, int64(2), tx.RowsAffected)
+		require.Equal(t, []string{"s1", "s3"}, storeKeys(t, e.DB.Where("attempts = ?", 7)))
 	}},
 	{"StillHeld: attempted with an unexpired lease", func(t *testing.T, e *dbtest.Env) {
 		require.Equal(t, []string{"s2"}, storeKeys(t, e.DB.Where(store.StillHeld(int64(999))).Where("lease_token IS NOT NULL")))

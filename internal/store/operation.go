@@ -45,10 +45,38 @@ func FirstDue(db, picked *gorm.DB, n int) *gorm.DB {
 	return db.Table("(?) AS picked", picked).Select("caller_did", "operation_id").Limit(n)
 }
 
-// KeyIn is an operation whose key is among the (caller_did, operation_id)
-// rows sub selects.
-func KeyIn(sub any) clause.Expr {
-	return clause.Expr{SQL: "(caller_did, operation_id) IN (?)", Vars: []any{sub}}
+// PickedUpdate is the UPDATE clause of a statement that changes the rows
+// pick selects (caller_did and operation_id, locking them): WITH picked AS
+// MATERIALIZED (pick) UPDATE kubun_connector_operation, the statement's
+// condition being InPicked. A materialized CTE runs once. As a subquery of
+// the UPDATE's condition the pick could run again for every row the
+// UPDATE's other conditions found (PostgreSQL put it, without a
+// Materialize, inside a nested loop driven by the owner index when a
+// repository's scope named an owner), and each run locked and returned
+// rows the runs before had not: a claim of 3 leased 4 rows, or every due
+// row of the owner (TestScopedClaimLeasesAtMostItsLimit).
+func PickedUpdate(pick any) clause.Interface { return pickedUpdate{pick: pick} }
+
+// InPicked is an operation among the rows PickedUpdate's pick selected.
+var InPicked = clause.Expr{SQL: "(caller_did, operation_id) IN (SELECT caller_did, operation_id FROM picked)"}
+
+type pickedUpdate struct{ pick any }
+
+// Name makes it the statement's UPDATE clause.
+func (pickedUpdate) Name() string { return "UPDATE" }
+
+// Build writes the CTE, then UPDATE and the statement's table.
+func (u pickedUpdate) Build(b clause.Builder) {
+	b.WriteString("WITH picked AS MATERIALIZED (")
+	b.AddVar(b, u.pick)
+	b.WriteString(") UPDATE ")
+	b.WriteQuoted(clause.Table{Name: clause.CurrentTable})
+}
+
+// MergeClause makes u the statement's UPDATE clause.
+func (u pickedUpdate) MergeClause(c *clause.Clause) {
+	c.Name = ""
+	c.Expression = u
 }
 
 // StillHeld is a row still attempted with an unexpired lease at now (a

@@ -16,7 +16,7 @@ func TestPlaceholdersMatchValues(t *testing.T) {
 	counts, countVars := QueueCounts(1, int64(1), 1)
 	for name, e := range map[string]clause.Expr{
 		"DueBy":           DueBy(1),
-		"KeyIn":           KeyIn("sub"),
+		"InPicked":        InPicked,
 		"StillHeld":       StillHeld(int64(1)),
 		"KeyInRows":       KeyInRows("rows(?, ?)", []any{1, 2}),
 		"DueAtMost":       DueAtMost(1),
