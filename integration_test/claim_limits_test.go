@@ -430,3 +430,33 @@ func TestClaimLargeLimitsOnAWholeJournalBacklog(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimScopeOnATableNamedPicked: a repository's scope may read the
+// application's own tables; one named picked (the claim's CTE was named so)
+// made the claim fail on every leg, a missing column on PostgreSQL and a
+// circular reference on SQLite, while reads through the scope worked. The
+// names the claim statement introduces carry the store's table prefix.
+func TestClaimScopeOnATableNamedPicked(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		require.NoError(t, e.db.Exec("CREATE TABLE picked (did text PRIMARY KEY)").Error)
+		require.NoError(t, e.db.Exec("INSERT INTO picked VALUES ('owner-1')").Error)
+		var rows []models.Operation
+		for i := range 9 {
+			op := dbtest.OpRow(i+1, models.OperationAttempted, nil, int64(i+1))
+			op.OwnerDID = fmt.Sprintf("owner-%d", i%3)
+			rows = append(rows, op)
+		}
+		seedOps(t, e, rows)
+		scoped, err := e.repo.WithScopes(ctx(t), func(db *gorm.DB) *gorm.DB {
+			return db.Where("owner_did IN (SELECT did FROM picked)")
+		})
+		require.NoError(t, err, "WithScopes accepts the scope")
+		got, err := scoped.ListOperationsByOwner(ctx(t), repository.ListOperationsParams{OwnerDID: "owner-1", Limit: 10})
+		require.NoError(t, err, "a read through the scope")
+		require.Len(t, got, 3)
+		ops, err := scoped.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 2, LeaseFor: time.Hour})
+		require.NoError(t, err, "the claim through the same scope")
+		require.Equal(t, []string{"op-000002", "op-000005"}, ids(ops))
+	})
+}

@@ -83,7 +83,7 @@ func recordingRepo(t *testing.T, e *env) (*repository.Repository, *sqlRecorder) 
 // isUpdate reports whether a recorded statement is an UPDATE, one that
 // reads its rows from a CTE (store.PickedUpdate) included.
 func isUpdate(s string) bool {
-	return strings.HasPrefix(s, "UPDATE") || strings.HasPrefix(s, "WITH picked AS MATERIALIZED")
+	return strings.HasPrefix(s, "UPDATE") || strings.HasPrefix(s, "WITH kubun_connector_picked AS MATERIALIZED")
 }
 
 // recordedUpdate is the last UPDATE rec recorded since it was last taken.

@@ -42,12 +42,23 @@ func ClaimBucket(n int) int {
 // subquery's rows in its order (a Subquery Scan, a co-routine), and an
 // ORDER BY there made PostgreSQL sort, so pull and lock, every picked row.
 func FirstDue(db, picked *gorm.DB, n int) *gorm.DB {
-	return db.Table("(?) AS picked", picked).Select("caller_did", "operation_id").Limit(n)
+	return db.Table("(?) AS "+firstDueAlias, picked).Select("caller_did", "operation_id").Limit(n)
 }
 
+// The names the claim statement introduces carry the store's table prefix:
+// a repository's scopes are written into the same statement, and may read
+// the application's own tables, whose names must not resolve to ours (a
+// scope reading a table named picked met the CTE instead: a missing column
+// on PostgreSQL, a circular reference on SQLite).
+const (
+	firstDueAlias = "kubun_connector_due"
+	pickedCTE     = "kubun_connector_picked"
+)
+
 // PickedUpdate is the UPDATE clause of a statement that changes the rows
-// pick selects (caller_did and operation_id, locking them): WITH picked AS
-// MATERIALIZED (pick) UPDATE kubun_connector_operation, the statement's
+// pick selects (caller_did and operation_id, locking them): WITH
+// kubun_connector_picked AS MATERIALIZED (pick) UPDATE
+// kubun_connector_operation, the statement's
 // condition being InPicked. A materialized CTE runs once. As a subquery of
 // the UPDATE's condition the pick could run again for every row the
 // UPDATE's other conditions found (PostgreSQL put it, without a
@@ -58,7 +69,7 @@ func FirstDue(db, picked *gorm.DB, n int) *gorm.DB {
 func PickedUpdate(pick any) clause.Interface { return pickedUpdate{pick: pick} }
 
 // InPicked is an operation among the rows PickedUpdate's pick selected.
-var InPicked = clause.Expr{SQL: "(caller_did, operation_id) IN (SELECT caller_did, operation_id FROM picked)"}
+var InPicked = clause.Expr{SQL: "(caller_did, operation_id) IN (SELECT caller_did, operation_id FROM " + pickedCTE + ")"}
 
 type pickedUpdate struct{ pick any }
 
@@ -67,7 +78,7 @@ func (pickedUpdate) Name() string { return "UPDATE" }
 
 // Build writes the CTE, then UPDATE and the statement's table.
 func (u pickedUpdate) Build(b clause.Builder) {
-	b.WriteString("WITH picked AS MATERIALIZED (")
+	b.WriteString("WITH " + pickedCTE + " AS MATERIALIZED (")
 	b.AddVar(b, u.pick)
 	b.WriteString(") UPDATE ")
 	b.WriteQuoted(clause.Table{Name: clause.CurrentTable})
