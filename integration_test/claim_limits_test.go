@@ -197,10 +197,7 @@ func lockedCount(t *testing.T, e *env) int64 {
 // rest of its pick's power-of-two bucket.
 func TestClaimLocksOnlyItsLimit(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		if e.kind != pgKind {
-			t.Skip("row locks are PostgreSQL's")
-		}
+	forEachPG(t, func(t *testing.T, e *env) {
 		seedDueRows(t, e, 300, 4)
 		for _, n := range []int{1, 3, 5, 33, 100} {
 			tx := e.db.Begin()
@@ -219,10 +216,7 @@ func TestClaimLocksOnlyItsLimit(t *testing.T) {
 // the earliest of the others.
 func TestClaimSkipsLockedRows(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		if e.kind != pgKind {
-			t.Skip("row locks are PostgreSQL's")
-		}
+	forEachPG(t, func(t *testing.T, e *env) {
 		left := seedDueRows(t, e, 200, 5)
 		for _, c := range []struct{ locked, n int }{{2, 3}, {3, 1}, {5, 3}, {1, 2}, {7, 5}, {60, 50}} {
 			hold := e.db.Begin()
@@ -325,10 +319,7 @@ func TestClaimOddLimitsOnTheDatabaseLeaseClock(t *testing.T) {
 // nothing was set; claims in the caller's transaction take the earliest.
 func TestClaimInCallerTxKeepsSettings(t *testing.T) {
 	t.Parallel()
-	forEachDB(t, func(t *testing.T, e *env) {
-		if e.kind != pgKind {
-			t.Skip("planner settings are PostgreSQL's")
-		}
+	forEachPG(t, func(t *testing.T, e *env) {
 		left := seedDueRows(t, e, 100, 8)
 		show := func(tx *gorm.DB) string {
 			var a, b, c string
@@ -401,32 +392,6 @@ func TestScopedClaimOfAFreshBacklog(t *testing.T) {
 					require.Equal(t, int64(3), count(t, e.db, &models.Operation{}, "lease_token IS NOT NULL"), "rows leased by a claim of 3")
 				})
 			})
-		}
-	}
-}
-
-// TestClaimLargeLimitsOnAWholeJournalBacklog (PostgreSQL): 100,000
-// rows all due, fresh statistics: claims of 100, 1,000 and 3,000 read about
-// the rows they claim in the custom and the generic plan. With the pick a
-// subquery of the UPDATE's condition, the custom plan of a claim of 1,000
-// hashed the picked keys and read the whole journal (101,000 rows).
-func TestClaimLargeLimitsOnAWholeJournalBacklog(t *testing.T) {
-	t.Parallel()
-	e := setup(t, pgKind)
-	now := e.clock.Millis()
-	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
-		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
-		reissue_intent, state, attempts, version, incarnation, created_at, updated_at)
-		SELECT 'caller', 'op-' || g, 'n', 'owner-' || (g % 50), 'crm', 'm', 'create', 'a', 't', 'e' || g, 'h', '{}',
-			'attempted', 0, 0, 'i', CAST(? AS BIGINT) - 200000 + g, CAST(? AS BIGINT) - 200000 + g
-		FROM generate_series(1, 100000) g`, now, now).Error)
-	require.NoError(t, e.db.Exec("ANALYZE kubun_connector_operation").Error)
-	repo, rec := recordingRepo(t, e)
-	for _, limit := range []int{100, 1000, 3000} {
-		for _, c := range explainClaim(t, e, repo, rec, limit) {
-			t.Logf("limit %d, %s plan: read %v", limit, c.plan, c.read)
-			require.Equal(t, limit, c.claimed, "limit %d, %s plan", limit, c.plan)
-			require.LessOrEqual(t, c.read, float64(2*limit+2), "limit %d, %s plan: rows read:\n%s", limit, c.plan, c.text)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package integrationtest
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,7 +39,19 @@ type env struct {
 // with a freshly migrated database of its own.
 func forEachDB(t *testing.T, fn func(t *testing.T, e *env)) {
 	t.Helper()
-	for _, leg := range dbtest.Suite() {
+	forEachLeg(t, dbtest.Suite(), fn)
+}
+
+// forEachPG is forEachDB on the PostgreSQL legs only (plain and
+// partitioned), for what only PostgreSQL has: row locks, planner settings.
+func forEachPG(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	forEachLeg(t, slices.DeleteFunc(slices.Clone(dbtest.Suite()), func(l dbtest.Leg) bool { return l.Kind != pgKind }), fn)
+}
+
+func forEachLeg(t *testing.T, legs []dbtest.Leg, fn func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, leg := range legs {
 		t.Run(leg.Name, func(t *testing.T) {
 			t.Parallel()
 			fn(t, setupLeg(t, leg))

@@ -58,8 +58,8 @@ const (
 // PickedUpdate is the UPDATE clause of a statement that changes the rows
 // pick selects (caller_did and operation_id, locking them): WITH
 // kubun_connector_picked AS MATERIALIZED (pick) UPDATE
-// kubun_connector_operation, the statement's
-// condition being InPicked. A materialized CTE runs once. As a subquery of
+// kubun_connector_operation, the statement's condition being InPicked. A
+// materialized CTE runs once. As a subquery of
 // the UPDATE's condition the pick could run again for every row the
 // UPDATE's other conditions found (PostgreSQL put it, without a
 // Materialize, inside a nested loop driven by the owner index when a
