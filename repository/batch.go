@@ -211,7 +211,7 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 	for i, f := range fs {
 		keys[i] = []any{f.CallerDID, f.OperationID}
 	}
-	// The keys travel as one JSON value, as the batch itself does: a
+	// The keys travel as a row source, as the batch itself does: a
 	// row-value IN list of thousands of tuples exceeds PostgreSQL's parser
 	// stack and SQLite's bound-parameter limit.
 	from, vars, err := jsonTable(r.dialect.Name(), []jsonrows.Col{jsonrows.Text("v_caller_did"), jsonrows.Text("v_operation_id")}, keys)

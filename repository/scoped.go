@@ -54,7 +54,7 @@ type scopeKey struct{ owner, connector string }
 
 // admitted returns which of keys the repository's scopes admit, in one
 // statement on the primary (the decision is a write's): the keys travel as
-// one JSON row set, filtered by the scopes as a table holding owner_did and
+// one row source (see jsonTable), filtered by the scopes as a table holding owner_did and
 // connector_name.
 func (r *Repository) admitted(ctx context.Context, keys []scopeKey) (map[scopeKey]bool, error) {
 	rows := make([][]any, len(keys))

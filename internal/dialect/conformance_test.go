@@ -9,6 +9,7 @@ import (
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/models"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -23,17 +24,28 @@ type dialectCase struct {
 
 // dialectCases are the conformance cases every database leg runs.
 var dialectCases = []dialectCase{
-	{"JSON rows are read back as a table, typed, bounded by their count", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
-		src := dialect.JSONRows(d.Name(), "v", []string{"a", "b"}, []string{"text", "bigint"})
-		var rows []struct {
-			A string
+	{"many rows are read back as a table, typed, bounded by their count, every string as it was", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+		type row struct {
+			A *string
 			B int64
+			C bool
 		}
-		require.NoError(t, e.DB.Raw("SELECT a, b FROM "+src+" ORDER BY b", `[{"a":"x","b":2},{"a":"y","b":1}]`, 2).Scan(&rows).Error)
-		require.Equal(t, []struct {
-			A string
-			B int64
-		}{{"y", 1}, {"x", 2}}, rows)
+		// What an array literal or a JSON string could misread: quotes,
+		// backslashes, braces, commas, blanks, the word NULL, nothing.
+		texts := []string{`x"y`, `back\slash`, `{a,b}`, " spaced ", "NULL", "", "é\u2028"}
+		var in [][]any
+		var want []row
+		for i, s := range texts {
+			in = append(in, []any{s, int64(i), i%2 == 0})
+			want = append(want, row{A: &s, B: int64(i), C: i%2 == 0})
+		}
+		in = append(in, []any{nil, int64(len(texts)), false})
+		want = append(want, row{B: int64(len(texts))})
+		src, vars, err := jsonrows.Table(d.Name(), "v", []jsonrows.Col{jsonrows.Typed("a"), jsonrows.Typed("b"), jsonrows.Typed("c")}, in)
+		require.NoError(t, err)
+		var got []row
+		require.NoError(t, e.DB.Raw("SELECT a, b, c FROM "+src+" ORDER BY b", vars...).Scan(&got).Error)
+		require.Equal(t, want, got)
 	}},
 	{"the database clock is the host's within a few seconds", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		var now int64

@@ -11,8 +11,8 @@ import (
 )
 
 // Plan is writes as one UPDATE joined to their rows: the per-row values
-// travel as one JSON parameter that the FROM clause reads back as a table
-// v, matched to the operations by primary key and token (a plan of one
+// travel as a few parameters (jsonrows) that the FROM clause reads back as
+// a table v, matched to the operations by primary key and token (a plan of one
 // binds its values directly: jsonrows' fast case). The statement text
 // depends on the writes' shape (which columns vary, one row or many), never
 // on their number, so PostgreSQL prepares and plans it once per shape; and

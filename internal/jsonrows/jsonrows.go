@@ -1,9 +1,10 @@
-// Package jsonrows carries many rows into one statement as a single JSON
-// value read back as a table (json_to_recordset on PostgreSQL, json_each
-// on SQLite): the statement's text does not depend on the number of rows,
-// and neither a bound-parameter limit nor the parser's depth caps a batch.
-// A single row, the common case of a single write, is bound value by value
-// instead, with no JSON to encode or parse.
+// Package jsonrows carries many rows into one statement as a few bound
+// values read back as a table (one array literal per column on PostgreSQL,
+// one JSON value on SQLite; see dialect.RowSource): the statement's text
+// does not depend on the number of rows, and neither a bound-parameter
+// limit nor the parser's depth caps a batch. A single row, the common case
+// of a single write, is bound value by value instead, with nothing to
+// encode or parse.
 package jsonrows
 
 import (
@@ -25,30 +26,39 @@ import (
 // own invalid-input error.
 var ErrInvalidUTF8 = errors.New("not valid UTF-8")
 
-// Table is rows as a table named alias for a FROM clause: the SQL that reads it,
-// and the values it binds (the rows as one JSON value, and their count).
-// Many rows travel as one parameter, so the statement's text does not
+// Table is rows as a table named alias for a FROM clause: the SQL that
+// reads it, and the values it binds. Many rows travel as a few values (one
+// array literal per column on PostgreSQL, one JSON value on SQLite: see
+// dialect.RowSource) and their count, so the statement's text does not
 // depend on how many there are and no bound-parameter limit or parser depth
-// caps a batch. The count bounds the table (LIMIT n, which changes nothing):
-// the planner otherwise guesses 100 rows for a JSON row set and prefers
-// scanning a table of a few thousand rows to finding a 16-row batch by key.
-// A column with no type is typed from its values.
-// Columns are typed in place: a column with no type gets its values' type.
+// caps a batch. Columns are typed in place: a column with no type gets its
+// values' type.
 //
 // One row is the fast case: its values are bound one per column, read back
-// as a one-row SELECT of typed casts, with no JSON to encode and parse
+// as a one-row SELECT of typed casts, with nothing to encode and parse
 // (a single write is a batch of one; this keeps it as cheap as a plain
-// statement). Its text depends on the columns only, as the JSON form's
+// statement). Its text depends on the columns only, as the many-row form's
 // does: a statement has one text for a single row and one for many.
-func Table(dialect, alias string, cols []Col, rows [][]any) (sql string, vars []any, err error) {
+func Table(dialectName, alias string, cols []Col, rows [][]any) (sql string, vars []any, err error) {
 	if len(rows) == 1 {
 		return oneRow(alias, cols, rows[0])
 	}
-	doc, err := encodeRows(cols, rows)
+	src := dialect.Rows(dialectName)
+	if src.Columnar() {
+		vars, err = encodeColumns(cols, rows)
+	} else {
+		var doc string
+		doc, err = encodeRows(cols, rows)
+		vars = []any{doc}
+	}
 	if err != nil {
 		return "", nil, err
 	}
-	return fromSQL(dialect, alias, cols), []any{doc, int64(len(rows))}, nil
+	names, types := make([]string, len(cols)), make([]string, len(cols))
+	for i, c := range cols {
+		names[i], types[i] = c.Name, c.Type
+	}
+	return src.SQL(alias, names, types), append(vars, int64(len(rows))), nil
 }
 
 // oneRow is row as the table alias: (SELECT CAST(? AS type) AS col, …).
@@ -58,12 +68,9 @@ func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
 	vars := make([]any, len(row))
 	b.WriteString("(SELECT ")
 	for j, v := range row {
-		v, typ, err := normalize(cols[j].Name, v)
+		v, err := typed(&cols[j], v)
 		if err != nil {
 			return "", nil, fmt.Errorf("batch row 0: %w", err)
-		}
-		if cols[j].Type == "" {
-			cols[j].Type = typ
 		}
 		if cols[j].Type == "" {
 			cols[j].Type = "text" // NULL
@@ -79,19 +86,9 @@ func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
 }
 
 // Col is one column of the table: its name in the table and in the JSON
-// rows, and its SQL type (PostgreSQL needs one to read JSON back as a
-// table; "" types it from the values).
+// rows, and its SQL type (PostgreSQL's arrays need one; "" types it from
+// the values).
 type Col struct{ Name, Type string }
-
-// fromSQL reads the JSON rows back as the table alias (the rendering is
-// the dialect's).
-func fromSQL(name, alias string, cols []Col) string {
-	names, types := make([]string, len(cols)), make([]string, len(cols))
-	for i, c := range cols {
-		names[i], types[i] = c.Name, c.Type
-	}
-	return dialect.JSONRows(name, alias, names, types)
-}
 
 // encodeRows writes the rows as a JSON array of objects keyed by column,
 // typing every column left untyped from its values.
@@ -104,13 +101,11 @@ func encodeRows(cols []Col, rows [][]any) (string, error) {
 		}
 		b.WriteByte('{')
 		for j, v := range row {
-			typ, err := appendJSON(&b, cols[j].Name, v)
+			v, err := typed(&cols[j], v)
 			if err != nil {
 				return "", fmt.Errorf("batch row %d: %w", i, err)
 			}
-			if cols[j].Type == "" {
-				cols[j].Type = typ
-			}
+			appendJSON(&b, cols[j].Name, v)
 			if j < len(row)-1 {
 				b.WriteByte(',')
 			}
@@ -118,21 +113,87 @@ func encodeRows(cols []Col, rows [][]any) (string, error) {
 		b.WriteByte('}')
 	}
 	b.WriteByte(']')
-	for j := range cols {
-		if cols[j].Type == "" {
-			cols[j].Type = "text" // every row NULL
-		}
-	}
+	nullsAreText(cols)
 	return b.String(), nil
 }
 
-// appendJSON writes "key":value and returns the value's SQL type ("" for
-// NULL).
-func appendJSON(b *bytes.Buffer, key string, v any) (string, error) {
-	v, typ, err := normalize(key, v)
-	if err != nil {
-		return "", err
+// encodeColumns writes the rows as one PostgreSQL array literal per column,
+// every element quoted (the column type's input function parses it) and
+// NULL unquoted, typing every column left untyped from its values.
+func encodeColumns(cols []Col, rows [][]any) ([]any, error) {
+	arrays := make([]strings.Builder, len(cols))
+	for j := range arrays {
+		arrays[j].WriteByte('{')
 	}
+	for i, row := range rows {
+		for j, v := range row {
+			v, err := typed(&cols[j], v)
+			if err != nil {
+				return nil, fmt.Errorf("batch row %d: %w", i, err)
+			}
+			if i > 0 {
+				arrays[j].WriteByte(',')
+			}
+			appendElement(&arrays[j], v)
+		}
+	}
+	vars := make([]any, len(cols), len(cols)+1)
+	for j := range arrays {
+		arrays[j].WriteByte('}')
+		vars[j] = arrays[j].String()
+	}
+	nullsAreText(cols)
+	return vars, nil
+}
+
+// appendElement writes v, a normalized value, as an array literal's
+// element: NULL, or the value's text in double quotes with its quotes and
+// backslashes escaped (so braces, commas, blanks and the word NULL in a
+// string stay the string).
+func appendElement(b *strings.Builder, v any) {
+	var text string
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("NULL")
+		return
+	case string:
+		text = x
+	case bool:
+		text = strconv.FormatBool(x)
+	case int64:
+		text = strconv.FormatInt(x, 10)
+	}
+	b.WriteByte('"')
+	for k := 0; k < len(text); k++ {
+		if c := text[k]; c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(text[k])
+	}
+	b.WriteByte('"')
+}
+
+// typed is v normalized (see normalize), typing col from it if col has no
+// type yet.
+func typed(col *Col, v any) (any, error) {
+	v, typ, err := normalize(col.Name, v)
+	if err == nil && col.Type == "" {
+		col.Type = typ
+	}
+	return v, err
+}
+
+// nullsAreText types a column NULL in every row as text.
+func nullsAreText(cols []Col) {
+	for j := range cols {
+		if cols[j].Type == "" {
+			cols[j].Type = "text"
+		}
+	}
+}
+
+// appendJSON writes "key":value, v a normalized value.
+func appendJSON(b *bytes.Buffer, key string, v any) {
 	b.WriteString(`"` + key + `":`)
 	switch x := v.(type) {
 	case nil:
@@ -145,7 +206,6 @@ func appendJSON(b *bytes.Buffer, key string, v any) (string, error) {
 	case int64:
 		b.WriteString(strconv.FormatInt(x, 10))
 	}
-	return typ, nil
 }
 
 // normalize is v as the database driver would send it, with its SQL type

@@ -18,7 +18,7 @@ func ProvenanceIn(sub any) clause.Expr {
 // Uncommitted is a receipt not yet committed.
 var Uncommitted = clause.Expr{SQL: "committed_at IS NULL"}
 
-// InsertCandidates inserts the candidate rows of from (a JSON row source
+// InsertCandidates inserts the candidate rows of from (a jsonrows source
 // with columns v_document_id, v_source_id and v_model_id, aliased v, and its
 // values) under one receipt key, in state, leaving existing ones as they
 // are. The statement is written out rather than built from structs: a
