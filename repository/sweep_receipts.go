@@ -143,8 +143,8 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 
 // insertCandidates inserts the candidates pending, candidateBatch rows per
 // statement (store.InsertCandidates), leaving existing ones as they are; the
-// rows' document, source and model ids travel as a row source (one array
-// per column on PostgreSQL, one JSON value on SQLite; see jsonTable).
+// rows' document, source and model ids travel as a row source (one JSON
+// array per column on PostgreSQL, one of objects on SQLite; see jsonTable).
 func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []CandidateInput, now int64) error {
 	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
 	rows := make([][]any, 0, min(candidateBatch, len(in)))

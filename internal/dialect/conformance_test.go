@@ -30,7 +30,7 @@ var dialectCases = []dialectCase{
 			B int64
 			C bool
 		}
-		// What an array literal or a JSON string could misread: quotes,
+		// What a JSON string (or an array literal) could misread: quotes,
 		// backslashes, braces, commas, blanks, the word NULL, nothing.
 		texts := []string{`x"y`, `back\slash`, `{a,b}`, " spaced ", "NULL", "", "é\u2028"}
 		var in [][]any

@@ -1,6 +1,6 @@
-// Package jsonrows carries many rows into one statement as a few bound
-// values read back as a table (one array literal per column on PostgreSQL,
-// one JSON value on SQLite; see dialect.RowSource): the statement's text
+// Package jsonrows carries many rows into one statement as JSON read back
+// as a table (one JSON array per column on PostgreSQL, one array of
+// objects on SQLite; see dialect.RowSource): the statement's text
 // does not depend on the number of rows, and neither a bound-parameter
 // limit nor the parser's depth caps a batch. A single row, the common case
 // of a single write, is bound value by value instead, with nothing to
@@ -28,8 +28,8 @@ var ErrInvalidUTF8 = errors.New("not valid UTF-8")
 
 // Table is rows as a table named alias for a FROM clause: the SQL that
 // reads it, and the values it binds. Many rows travel as a few values (one
-// array literal per column on PostgreSQL, one JSON value on SQLite: see
-// dialect.RowSource) and their count, so the statement's text does not
+// JSON array per column on PostgreSQL, one JSON array of objects on
+// SQLite: see dialect.RowSource) and their count, so the statement's text does not
 // depend on how many there are and no bound-parameter limit or parser depth
 // caps a batch. Columns are typed in place: a column with no type gets its
 // values' type.
@@ -86,8 +86,8 @@ func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
 }
 
 // Col is one column of the table: its name in the table and in the JSON
-// rows, and its SQL type (PostgreSQL's arrays need one; "" types it from
-// the values).
+// rows, and its SQL type (PostgreSQL reads the JSON back as that type; ""
+// types it from the values).
 type Col struct{ Name, Type string }
 
 // encodeRows writes the rows as a JSON array of objects keyed by column,
@@ -117,13 +117,12 @@ func encodeRows(cols []Col, rows [][]any) (string, error) {
 	return b.String(), nil
 }
 
-// encodeColumns writes the rows as one PostgreSQL array literal per column,
-// every element quoted (the column type's input function parses it) and
-// NULL unquoted, typing every column left untyped from its values.
+// encodeColumns writes the rows as one JSON array per column, typing
+// every column left untyped from its values.
 func encodeColumns(cols []Col, rows [][]any) ([]any, error) {
-	arrays := make([]strings.Builder, len(cols))
+	arrays := make([]bytes.Buffer, len(cols))
 	for j := range arrays {
-		arrays[j].WriteByte('{')
+		arrays[j].WriteByte('[')
 	}
 	for i, row := range rows {
 		for j, v := range row {
@@ -134,43 +133,16 @@ func encodeColumns(cols []Col, rows [][]any) ([]any, error) {
 			if i > 0 {
 				arrays[j].WriteByte(',')
 			}
-			appendElement(&arrays[j], v)
+			appendValue(&arrays[j], v)
 		}
 	}
 	vars := make([]any, len(cols), len(cols)+1)
 	for j := range arrays {
-		arrays[j].WriteByte('}')
+		arrays[j].WriteByte(']')
 		vars[j] = arrays[j].String()
 	}
 	nullsAreText(cols)
 	return vars, nil
-}
-
-// appendElement writes v, a normalized value, as an array literal's
-// element: NULL, or the value's text in double quotes with its quotes and
-// backslashes escaped (so braces, commas, blanks and the word NULL in a
-// string stay the string).
-func appendElement(b *strings.Builder, v any) {
-	var text string
-	switch x := v.(type) {
-	case nil:
-		b.WriteString("NULL")
-		return
-	case string:
-		text = x
-	case bool:
-		text = strconv.FormatBool(x)
-	case int64:
-		text = strconv.FormatInt(x, 10)
-	}
-	b.WriteByte('"')
-	for k := 0; k < len(text); k++ {
-		if c := text[k]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
-		}
-		b.WriteByte(text[k])
-	}
-	b.WriteByte('"')
 }
 
 // typed is v normalized (see normalize), typing col from it if col has no
@@ -195,6 +167,11 @@ func nullsAreText(cols []Col) {
 // appendJSON writes "key":value, v a normalized value.
 func appendJSON(b *bytes.Buffer, key string, v any) {
 	b.WriteString(`"` + key + `":`)
+	appendValue(b, v)
+}
+
+// appendValue writes v, a normalized value, as JSON.
+func appendValue(b *bytes.Buffer, v any) {
 	switch x := v.(type) {
 	case nil:
 		b.WriteString("null")
