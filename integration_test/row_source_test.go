@@ -1,16 +1,20 @@
 package integrationtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
+	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/scopes"
@@ -323,4 +327,41 @@ func TestBatchNullsWithArrayNullsOff(t *testing.T) {
 		require.NoError(t, fo[0].Err)
 		require.Nil(t, fo[0].Write.LastHTTPStatus)
 	})
+}
+
+// TestBatchTextInASQLASCIIDatabase: in a database whose encoding is
+// SQL_ASCII, a batch stores what a batch of one stores. (encoding/json
+// wrote U+2028 and U+2029 as escapes, which such a server cannot decode:
+// a batch of two failed where a batch of one, bound as it is, stored them.)
+func TestBatchTextInASQLASCIIDatabase(t *testing.T) {
+	t.Parallel()
+	dsn := dbtest.NewDatabase(t, os.Getenv(pgEnv), dbtest.SchemaDSN(t, ""), "ascii_",
+		"ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+	db := openDSN(t, pgKind, dsn)
+	e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
+	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
+	require.NoError(t, migrations.Migrate(context.Background(), db))
+	var err error
+	e.repo, err = repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
+	require.NoError(t, err)
+	c := ctx(t)
+	for i, s := range []string{"é plain", "line\u2028sep", "para\u2029sep", "ctl\x01\x1f"} {
+		fs := leaseMany(t, e, fmt.Sprintf("ascii%d-", i), 3, time.Hour)
+		etags := []string{s + "-1", s + "-2", s + "-3"}
+		out, err := e.repo.CommitOperations(c, []repository.CommitParams{{Fence: fs[0], ProviderEtag: &etags[0]}})
+		require.NoError(t, err, "a batch of one, %q", s)
+		require.NoError(t, out[0].Err)
+		out, err = e.repo.CommitOperations(c, []repository.CommitParams{{Fence: fs[1], ProviderEtag: &etags[1]},
+			{Fence: fs[2], ProviderEtag: &etags[2]}})
+		require.NoError(t, err, "a batch of two, %q", s)
+		for k, o := range out {
+			require.NoError(t, o.Err)
+			require.Equal(t, etags[k+1], *o.Write.ProviderEtag)
+		}
+		in := []repository.CandidateInput{{DocumentID: s + "#1", SourceID: &etags[0], ModelID: "m"}, {DocumentID: s + "#2", ModelID: "m"}}
+		ok, err := e.repo.RecordRelistReceipt(c, receipt(fmt.Sprint("p", i)), in)
+		require.NoError(t, err, "candidates %q", s)
+		require.True(t, ok)
+		require.Equal(t, etags[0], *candidate(t, e, fmt.Sprint("p", i), s+"#1").SourceID)
+	}
 }

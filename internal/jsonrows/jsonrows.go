@@ -10,7 +10,6 @@ package jsonrows
 import (
 	"bytes"
 	"database/sql/driver"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -145,6 +144,43 @@ func encodeColumns(cols []Col, rows [][]any) ([]any, error) {
 	return vars, nil
 }
 
+// appendString writes s, valid UTF-8, as a JSON string: its bytes as they
+// are, but for the quote, the backslash and the control characters, which
+// JSON escapes. encoding/json would also escape U+2028 and U+2029 (and <,
+// >, &), and a server whose encoding is not UTF-8 (SQL_ASCII) cannot
+// decode \u2028: a batch failed where a single write, bound as it is,
+// stored it. Every escape here is ASCII, which every server encoding reads.
+func appendString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}
+
 // typed is v normalized (see normalize), typing col from it if col has no
 // type yet.
 func typed(col *Col, v any) (any, error) {
@@ -176,8 +212,7 @@ func appendValue(b *bytes.Buffer, v any) {
 	case nil:
 		b.WriteString("null")
 	case string:
-		enc, _ := json.Marshal(x)
-		b.Write(enc)
+		appendString(b, x)
 	case bool:
 		b.WriteString(strconv.FormatBool(x))
 	case int64:
@@ -223,5 +258,10 @@ func normalize(key string, v any) (any, string, error) {
 // Text is a text column.
 func Text(name string) Col { return Col{Name: name, Type: "text"} }
 
-// Typed is a column typed from its values.
+// Typed is a column typed from its values. A column NULL in every row (or
+// in the one row of a batch of one) has no value to type it and is typed
+// text, which PostgreSQL will not compare with or store in a bigint or
+// boolean column: where every value may be NULL and the target is not text,
+// give the Col its Type. (The fence's plans never send such a column: a
+// value every write shares, NULL included, is bound as a parameter.)
 func Typed(name string) Col { return Col{Name: name} }

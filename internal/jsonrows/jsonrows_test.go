@@ -1,6 +1,7 @@
 package jsonrows
 
 import (
+	"bytes"
 	"database/sql/driver"
 	"encoding/json"
 	"errors"
@@ -86,4 +87,24 @@ func TestTableRefuses(t *testing.T) {
 	_, _, err = Table("postgres", "v", []Col{Typed("v_x")}, [][]any{{3.5}})
 	require.Error(t, err, "a type the encoder does not know")
 	require.False(t, errors.Is(err, ErrInvalidUTF8))
+}
+
+// TestStringsAsJSON: every string encodes to JSON that decodes back to it,
+// with its bytes as they are but for the quote, the backslash and control
+// characters: U+2028 and U+2029 stay raw (a server in SQL_ASCII cannot
+// decode their escapes), so do <, > and &.
+func TestStringsAsJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", `x"y`, `back\slash`, "\\\"", "tab\tnl\ncr\r", "\x01\x1f\x7f",
+		"line\u2028para\u2029", "<a>&b", "é😀", "\ufeff"} {
+		var b bytes.Buffer
+		appendString(&b, s)
+		var back string
+		require.NoError(t, json.Unmarshal(b.Bytes(), &back), "%q as %s", s, b.String())
+		require.Equal(t, s, back)
+		require.NotContains(t, b.String(), `\u20`, "U+2028 and U+2029 are written as they are")
+		require.NotContains(t, b.String(), `\u003c`)
+	}
+	var b bytes.Buffer
+	appendString(&b, "a\u2028b\x01")
+	require.Equal(t, "\"a\u2028b\\u0001\"", b.String())
 }
