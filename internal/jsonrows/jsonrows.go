@@ -61,24 +61,19 @@ func Table(dialectName, alias string, cols []Col, rows [][]any) (sql string, var
 }
 
 // oneRow is row as the table alias: (SELECT CAST(? AS type) AS col, …).
-// Values are checked and typed as encodeRows checks and types them.
+// Values are checked and typed as the many-row forms' are (eachValue).
 func oneRow(alias string, cols []Col, row []any) (string, []any, error) {
-	var b strings.Builder
 	vars := make([]any, len(row))
+	if err := eachValue(cols, [][]any{row}, func(_, j int, v any) { vars[j] = v }); err != nil {
+		return "", nil, err
+	}
+	var b strings.Builder
 	b.WriteString("(SELECT ")
-	for j, v := range row {
-		v, err := typed(&cols[j], v)
-		if err != nil {
-			return "", nil, fmt.Errorf("batch row 0: %w", err)
-		}
-		if cols[j].Type == "" {
-			cols[j].Type = "text" // NULL
-		}
+	for j, c := range cols {
 		if j > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("CAST(? AS " + cols[j].Type + ") AS " + cols[j].Name)
-		vars[j] = v
+		b.WriteString("CAST(? AS " + c.Type + ") AS " + c.Name)
 	}
 	b.WriteString(") AS " + alias)
 	return b.String(), vars, nil
@@ -94,25 +89,24 @@ type Col struct{ Name, Type string }
 func encodeRows(cols []Col, rows [][]any) (string, error) {
 	var b bytes.Buffer
 	b.WriteByte('[')
-	for i, row := range rows {
-		if i > 0 {
+	err := eachValue(cols, rows, func(i, j int, v any) {
+		switch {
+		case j > 0:
 			b.WriteByte(',')
+		case i > 0:
+			b.WriteString(",{")
+		default:
+			b.WriteByte('{')
 		}
-		b.WriteByte('{')
-		for j, v := range row {
-			v, err := typed(&cols[j], v)
-			if err != nil {
-				return "", fmt.Errorf("batch row %d: %w", i, err)
-			}
-			appendJSON(&b, cols[j].Name, v)
-			if j < len(row)-1 {
-				b.WriteByte(',')
-			}
+		appendJSON(&b, cols[j].Name, v)
+		if j == len(cols)-1 {
+			b.WriteByte('}')
 		}
-		b.WriteByte('}')
+	})
+	if err != nil {
+		return "", err
 	}
 	b.WriteByte(']')
-	nullsAreText(cols)
 	return b.String(), nil
 }
 
@@ -123,25 +117,47 @@ func encodeColumns(cols []Col, rows [][]any) ([]any, error) {
 	for j := range arrays {
 		arrays[j].WriteByte('[')
 	}
-	for i, row := range rows {
-		for j, v := range row {
-			v, err := typed(&cols[j], v)
-			if err != nil {
-				return nil, fmt.Errorf("batch row %d: %w", i, err)
-			}
-			if i > 0 {
-				arrays[j].WriteByte(',')
-			}
-			appendValue(&arrays[j], v)
+	err := eachValue(cols, rows, func(i, j int, v any) {
+		if i > 0 {
+			arrays[j].WriteByte(',')
 		}
+		appendValue(&arrays[j], v)
+	})
+	if err != nil {
+		return nil, err
 	}
 	vars := make([]any, len(cols), len(cols)+1)
 	for j := range arrays {
 		arrays[j].WriteByte(']')
 		vars[j] = arrays[j].String()
 	}
-	nullsAreText(cols)
 	return vars, nil
+}
+
+// eachValue hands put every value of rows, normalized (see normalize), in
+// row order, and types each column left untyped from its values: a column
+// NULL in every row is text. It is the one place the single-row and both
+// many-row forms check and type values, so they refuse and type alike; an
+// invalid value stops it, named by its row.
+func eachValue(cols []Col, rows [][]any, put func(i, j int, v any)) error {
+	for i, row := range rows {
+		for j, v := range row {
+			v, typ, err := normalize(cols[j].Name, v)
+			if err != nil {
+				return fmt.Errorf("batch row %d: %w", i, err)
+			}
+			if cols[j].Type == "" {
+				cols[j].Type = typ
+			}
+			put(i, j, v)
+		}
+	}
+	for j := range cols {
+		if cols[j].Type == "" {
+			cols[j].Type = "text"
+		}
+	}
+	return nil
 }
 
 // appendString writes s, valid UTF-8, as a JSON string: its bytes as they
@@ -179,25 +195,6 @@ func appendString(b *bytes.Buffer, s string) {
 	}
 	b.WriteString(s[start:])
 	b.WriteByte('"')
-}
-
-// typed is v normalized (see normalize), typing col from it if col has no
-// type yet.
-func typed(col *Col, v any) (any, error) {
-	v, typ, err := normalize(col.Name, v)
-	if err == nil && col.Type == "" {
-		col.Type = typ
-	}
-	return v, err
-}
-
-// nullsAreText types a column NULL in every row as text.
-func nullsAreText(cols []Col) {
-	for j := range cols {
-		if cols[j].Type == "" {
-			cols[j].Type = "text"
-		}
-	}
 }
 
 // appendJSON writes "key":value, v a normalized value.
