@@ -112,7 +112,7 @@ func inKeyOrder(ops []models.Operation) []models.Operation {
 	return out
 }
 
-// claimPlan are the planner settings of a claim and of the overdue listing:
+// claimPlan are the planner settings of a claim and of ListOperationsByState:
 // one ordered range of the claim index, never a bitmap of it sorted.
 var claimPlan = []dialect.Setting{{Name: "enable_bitmapscan", Value: "off"}, {Name: "enable_sort", Value: "off"}}
 
