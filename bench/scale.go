@@ -32,8 +32,10 @@ const scaleRounds = 9
 // steady median.
 const claimRounds = 25
 
-// unheldRounds is how many times the pass over an unheld journal is timed;
-// each round first clears every hold (an UPDATE of the whole journal).
+// unheldRounds is how many passes over an unheld journal are timed: the
+// journal's first passes, when nothing in it has been judged yet, as after
+// adopting it (every finished row waits among the rows to judge; the
+// queue of finished documents is empty).
 const unheldRounds = 3
 
 // claimShape is one state of the journal's attempted rows (1% of it) that a
@@ -106,11 +108,6 @@ func scale(ctx context.Context, dsn string, sizes []int, rep *report) error {
 	unheld := "retention pass, unheld journal"
 	for range unheldRounds {
 		for _, j := range js {
-			err := j.db.WithContext(ctx).Exec(`UPDATE kubun_connector_operation SET retention_hold = NULL
-				WHERE retention_hold IS NOT NULL`).Error
-			if err != nil {
-				return err
-			}
 			if err := j.pass(ctx, unheld); err != nil {
 				return err
 			}
@@ -333,6 +330,8 @@ func seedJournal(ctx context.Context, db *gorm.DB, n int) error {
 			CASE WHEN g %% 20 = 0 THEN 'pending_verification' ELSE 'verified' END, 0, 0,
 			CASE WHEN g %% 20 = 0 THEN %[2]d END, 0, 1, 1
 		FROM generate_series(1, %[1]d) g`, n/10, now),
+		// Adopted with its rows: no finish is waiting to release holds.
+		`DELETE FROM kubun_connector_retention_finished`,
 		`VACUUM ANALYZE`} // a long-lived table: hint bits set, visibility map current
 	for _, s := range stmts {
 		if err := db.WithContext(ctx).Exec(s).Error; err != nil {

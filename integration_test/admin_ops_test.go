@@ -82,17 +82,20 @@ func TestRequeueOperation(t *testing.T) {
 	})
 }
 
-// A requeue clears the retention hold a dead row carried: an attempted row
-// is no retention pass's to judge, and when it finishes again it must be
-// judged afresh (a hold left on it would keep it forever).
+// A requeued dead row leaves the rows retention judges, held or not (an
+// attempted row is no retention pass's to judge), and when it finishes
+// again it is judged afresh: a hold left on it would keep it forever.
 func TestRequeueClearsRetentionHold(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		deadOp(t, e, "caller", "a")
-		require.NoError(t, e.db.Model(&models.Operation{}).Where("operation_id = ?", "a").
-			UpdateColumn("retention_hold", 1).Error)
-		op, err := e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: "caller", OperationID: "a"}})
+		require.Equal(t, 1, pendingCount(t, e, "a"), "a dead row waits to be judged")
+		require.NoError(t, e.db.Where("operation_id = ?", "a").Delete(&models.RetentionPending{}).Error) // held
+		_, err := e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: "caller", OperationID: "a"}})
 		require.NoError(t, err)
-		require.Nil(t, op.RetentionHold)
+		require.Zero(t, pendingCount(t, e, "a"), "an attempted row is not judged")
+		require.NoError(t, e.db.Model(&models.Operation{}).Where("operation_id = ?", "a").
+			Updates(map[string]any{"state": models.OperationDead, "updated_at": e.clock.Millis() + 1}).Error)
+		require.Equal(t, 1, pendingCount(t, e, "a"), "finished again, it is judged afresh")
 	})
 }
 

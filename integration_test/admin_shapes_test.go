@@ -10,8 +10,8 @@ import (
 )
 
 // readsOf runs call on e's repository in a transaction and returns the
-// rows it read from the operation table (the backend's pending counters,
-// before and after).
+// rows it read from the operation table and from retention's table of rows
+// to judge (the backend's pending counters, before and after).
 func readsOf(t *testing.T, e *env, call func(repo *repository.Repository) error) int64 {
 	t.Helper()
 	return readsWith(t, e, e.repo, call)
@@ -24,8 +24,9 @@ func readsWith(t *testing.T, e *env, repo *repository.Repository, call func(repo
 	require.NoError(t, e.db.Transaction(func(tx *gorm.DB) error {
 		reads := func() (int64, error) {
 			var v int64
-			err := tx.Raw(`SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) FROM pg_stat_xact_user_tables
-				WHERE relid = 'kubun_connector_operation'::regclass`).Scan(&v).Error
+			err := tx.Raw(`SELECT COALESCE(SUM(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)), 0)
+				FROM pg_stat_xact_user_tables
+				WHERE relid IN ('kubun_connector_operation'::regclass, 'kubun_connector_retention_pending'::regclass)`).Scan(&v).Error
 			return v, err
 		}
 		start, err := reads()

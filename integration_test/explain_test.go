@@ -103,19 +103,38 @@ func recordedUpdate(t *testing.T, rec *sqlRecorder) string {
 // of any of tables.
 func requireIndexBound(t *testing.T, db *gorm.DB, stmts []string, tables ...string) {
 	t.Helper()
-	require.NotEmpty(t, stmts)
-	for _, stmt := range stmts {
-		if strings.HasPrefix(stmt, "SET ") {
-			continue // session settings have no plan
-		}
-		var plan []string
-		require.NoError(t, db.Raw("EXPLAIN "+stmt).Scan(&plan).Error, stmt)
-		text := strings.Join(plan, "\n")
-		t.Logf("%s\n%s", stmt, text)
+	for stmt, text := range explainRecorded(t, db, stmts) {
 		for _, table := range tables {
 			require.NotContains(t, text, "Seq Scan on "+table, "statement:\n%s\nplan:\n%s", stmt, text)
 		}
 	}
+}
+
+// explainRecorded EXPLAINs each recorded statement as the call planned it,
+// and returns the plans by statement. They are explained in one
+// transaction, rolled back, in which the call's own planner settings
+// (set_config, local to its transaction) are made again.
+func explainRecorded(t *testing.T, db *gorm.DB, stmts []string) map[string]string {
+	t.Helper()
+	require.NotEmpty(t, stmts)
+	tx := db.Begin()
+	require.NoError(t, tx.Error)
+	defer tx.Rollback()
+	plans := map[string]string{}
+	for _, stmt := range stmts {
+		if strings.HasPrefix(stmt, "SET ") {
+			continue // session settings have no plan
+		}
+		if strings.Contains(stmt, "set_config(") {
+			require.NoError(t, tx.Exec(stmt).Error, stmt)
+			continue
+		}
+		var plan []string
+		require.NoError(t, tx.Raw("EXPLAIN "+stmt).Scan(&plan).Error, stmt)
+		plans[stmt] = strings.Join(plan, "\n")
+		t.Logf("%s\n%s", stmt, plans[stmt])
+	}
+	return plans
 }
 
 // seedLargePostgres fills the operation and watch tables with 100k rows

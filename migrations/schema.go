@@ -212,6 +212,7 @@ func all() []*gormigrate.Migration {
 		collectOwnerIndexMigration(),
 		leanOperationIndexMigration(),
 		byteOrderMigration(),
+		retentionPendingMigration(),
 	}
 }
 

@@ -12,10 +12,10 @@ const (
 // Operation is a row of kubun_connector_operation: one outbound write of a
 // connector, with its retry and lease bookkeeping.
 type Operation struct {
-	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3;index:kubun_connector_operation_collect_idx,priority:2;index:kubun_connector_operation_collect_owner_idx,priority:3"`
-	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4;index:kubun_connector_operation_collect_idx,priority:3;index:kubun_connector_operation_collect_owner_idx,priority:4"`
+	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4"`
 	NodeKey              string  `gorm:"column:node_key;not null"`
-	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1;index:kubun_connector_operation_collect_owner_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead')"`
+	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1"`
 	ConnectorName        string  `gorm:"column:connector_name;not null"`
 	Model                string  `gorm:"column:model;not null"`
 	Op                   string  `gorm:"column:op;not null"`
@@ -26,7 +26,7 @@ type Operation struct {
 	PayloadHash          string  `gorm:"column:payload_hash;not null"`
 	ReissueIntent        JSON    `gorm:"column:reissue_intent;not null"`
 	ProviderEtag         *string `gorm:"column:provider_etag"`
-	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_held_idx,where:retention_hold IS NOT NULL;index:kubun_connector_operation_doc_caller_idx,priority:1,where:document_id IS NOT NULL;index:kubun_connector_operation_doc_owner_idx,priority:1,where:document_id IS NOT NULL"`
+	DocumentID           *string `gorm:"column:document_id;index:kubun_connector_operation_doc_caller_idx,priority:1,where:document_id IS NOT NULL;index:kubun_connector_operation_doc_owner_idx,priority:1,where:document_id IS NOT NULL"`
 	ResultEntity         JSON    `gorm:"column:result_entity"`
 	State                string  `gorm:"column:state;not null;index:kubun_connector_operation_state_key_idx,priority:1"`
 	Attempts             int64   `gorm:"column:attempts;type:bigint;not null;default:0"`
@@ -40,12 +40,8 @@ type Operation struct {
 	// (commit, failure, dead, reconcile-only, release) ended; it lets a
 	// holder's retry after a lost reply be told apart from a lost lease.
 	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
-	// RetentionHold marks a finished row the retention keep rules keep, so
-	// passes skip it until a row on its document finishes (or is linked to
-	// it) later.
-	RetentionHold *int64 `gorm:"column:retention_hold;type:integer"`
-	CreatedAt     int64  `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
-	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false;index:kubun_connector_operation_collect_idx,priority:1,where:retention_hold IS NULL AND state IN ('committed'\\, 'dead');index:kubun_connector_operation_collect_owner_idx,priority:2"`
+	CreatedAt       int64   `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
+	UpdatedAt       int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
 }
 
 // TableName returns the seed's table name.

@@ -47,8 +47,9 @@ type RequeueParams struct {
 // attempted, due now, with no lease, so the next claim picks it up. Its
 // history stays in the row: last_kind, last_http_status, the provider etag
 // and result, the document link, and (unless ResetAttempts) the attempt
-// count. A retention hold on it is cleared, since an attempted row is not
-// the retention pass's to judge. Any other state is a *StateError
+// count. An attempted row is not the retention pass's to judge: it leaves
+// the rows a pass judges (a trigger), held or not, and enters them again
+// when it finishes. Any other state is a *StateError
 // (ErrWrongState); a missing row (or one outside the repository's scopes) is
 // ErrNotFound. It returns the stored row.
 func (r *Repository) RequeueOperation(ctx context.Context, p RequeueParams) (_ *models.Operation, err error) {
@@ -59,7 +60,7 @@ func (r *Repository) RequeueOperation(ctx context.Context, p RequeueParams) (_ *
 	}
 	set := map[string]any{
 		"state": models.OperationAttempted, "next_attempt_at": r.nowMillis(), "updated_at": r.nowMillis(),
-		"lease_token": nil, "lease_expires_at": nil, "retention_hold": nil,
+		"lease_token": nil, "lease_expires_at": nil,
 	}
 	if p.ResetAttempts {
 		set["attempts"] = 0

@@ -20,14 +20,15 @@ type CollectParams struct {
 	// Cursor is accepted for compatibility and validated as a key, but no
 	// longer selects anything: passes keep no per-cursor state. Holds are
 	// released from a queue every pass consumes whatever its scopes, and a
-	// pass resumes after the rows earlier passes held, so scoped and
-	// unscoped passes, named or not, cannot move each other past a finish.
+	// pass resumes after the rows earlier passes held (they left the rows
+	// to judge), so scoped and unscoped passes, named or not, cannot move
+	// each other past a finish.
 	Cursor string
 }
 
-// CollectBudget is how many judged rows one pass examines per row it may
-// delete: a pass reads at most CollectBudget × Limit unheld rows, whatever
-// the journal's size or shape.
+// CollectBudget is how many rows one pass examines per row it may delete:
+// a pass reads a window of at most CollectBudget × Limit unheld rows (and,
+// when it holds, up to Limit more), whatever the journal's size or shape.
 const CollectBudget = retention.Budget
 
 // CollectFinishedOperations deletes up to Limit finished operations that
@@ -38,25 +39,32 @@ const CollectBudget = retention.Budget
 // owner on that document. It fails closed: a bad cutoff or limit deletes
 // nothing.
 //
-// A pass costs the same on any journal. It examines a window of at most
-// CollectBudget × Limit unheld finished rows in pass order (a partial index
-// holds exactly those), deletes what the keep rules collect among them (up
-// to Limit; the keep rule and the delete are one statement), and marks the
-// ones they keep held (retention_hold), so the next pass's window starts
-// after them: an unheld journal (just adopted or upgraded) drains in passes
-// that each read the same number of rows, and a journal whose kept rows are
-// held costs a pass only what finished since.
+// A pass costs the same on any journal. Triggers keep a table of the
+// finished rows not yet judged (kubun_connector_retention_pending, migration
+// 0017), in pass order. A pass reads its window there: the first
+// CollectBudget × Limit of them written before the cutoff (under the
+// repository's scopes, through the table's owner index for a scope naming
+// an owner). It deletes, among the window's rows without a live lease, what
+// the keep rules collect (up to Limit; the keep rule and the delete are one
+// statement), then holds the rows they keep by taking them out of the
+// table, so the next pass's window starts after them. Rows the limit left
+// and rows under a live lease stay, first in line. An unheld journal (just
+// adopted or upgraded) drains in passes that each read the same number of
+// rows, and holding a row writes a narrow entry's delete next to the
+// window's others, not a new version of the operation in the journal's
+// indexes: a pass writes as much at a million rows as at ten thousand.
 //
 // A held row can only become collectable when a row on its document
 // finishes later (or a finished row is linked to the document). The
 // finishing statement's own transaction queues the document (a trigger,
 // migration 0013), so the entry appears exactly when the finish commits;
-// every pass first consumes the queue and clears the holds on its
-// documents, across every scope (a finish supersedes rows of any caller or
-// owner on the document), then judges. Passes on PostgreSQL take turns on a
-// transaction-scoped advisory lock (SQLite writers take turns anyway), so a
-// pass never holds a row on knowledge another pass's release has already
-// cleared, and concurrent passes cannot deadlock on the rows they mark.
+// every pass first consumes the queue and puts the finished rows of its
+// documents back in the table, across every scope (a finish supersedes
+// rows of any caller or owner on the document), then judges. Passes on
+// PostgreSQL take turns on a transaction-scoped advisory lock (SQLite
+// writers take turns anyway), so a pass never holds a row on knowledge
+// another pass's release has already cleared, and concurrent passes cannot
+// deadlock on the rows they change.
 func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectParams) (_ int64, err error) {
 	ctx, end := r.start(ctx, "CollectFinishedOperations")
 	defer end(&err)
@@ -72,9 +80,7 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		}
 	}
 	var n int64
-	// The keep rules' subplans make the planner's estimates large enough to
-	// JIT-compile a statement that runs in milliseconds.
-	err = r.withPlanSettings(ctx, []dialect.Setting{{Name: "jit", Value: "off"}}, func(tx *gorm.DB) error {
+	err = r.withPlanSettings(ctx, passPlan, func(tx *gorm.DB) error {
 		var err error
 		in := r.WithTx(tx)
 		n, err = retention.Pass{Scoped: func() *gorm.DB { return in.conn(ctx) }, Base: func() *gorm.DB { return in.base(ctx) },
@@ -88,4 +94,22 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		r.emit(ctx, EventCollected, n, "")
 	}
 	return n, nil
+}
+
+// passPlan are the planner settings of a retention pass. Every statement of
+// a pass reads a bounded number of rows by key: its window of entries in
+// primary-key order, their operations by primary key, the keep rules'
+// probes and the released documents by the document indexes, the entries
+// and operations it changes by physical id. With statistics that lag the
+// journal (a million rows inserted since the last ANALYZE) the planner
+// judged a hash join against the whole journal cheaper than the window's
+// probes, and read every row of it; with joins by hashing or merging and
+// sequential scans off, it has only the probes to choose from. The keep
+// rules' subplans also make its estimates large enough to JIT-compile a
+// statement that runs in milliseconds.
+var passPlan = []dialect.Setting{
+	{Name: "jit", Value: "off"},
+	{Name: "enable_seqscan", Value: "off"},
+	{Name: "enable_hashjoin", Value: "off"},
+	{Name: "enable_mergejoin", Value: "off"},
 }

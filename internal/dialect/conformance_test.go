@@ -77,13 +77,13 @@ var dialectCases = []dialectCase{
 		require.NoError(t, d.FixedLimit(e.DB.Where("owner_did = ?", "dialect").Limit(1), 3).Find(&ops).Error)
 		require.Len(t, ops, 3)
 	}},
-	{"a named index serves the judged rows", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
+	{"a named index serves the rows retention has to judge", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		seedDialectOps(t, e, 3)
 		var n int64
-		q := d.ReadIndex(e.DB.Model(&models.Operation{}), "kubun_connector_operation", "kubun_connector_operation_collect_idx")
-		require.NoError(t, q.Where("retention_hold IS NULL AND state IN ('committed', 'dead') AND updated_at < ?", int64(1)<<60).
-			Count(&n).Error)
-		require.Equal(t, int64(3), n)
+		q := d.ReadIndex(e.DB.Model(&models.RetentionPending{}), "kubun_connector_retention_pending",
+			"kubun_connector_retention_pending_owner_idx")
+		require.NoError(t, q.Where("owner_did = ? AND updated_at < ?", "dialect", int64(1)<<60).Count(&n).Error)
+		require.Equal(t, int64(3), n, "the finished rows entered the table")
 	}},
 	{"the pass lock says whether the journal spans heaps", func(t *testing.T, e *dbtest.Env, d dialect.Dialect) {
 		require.NoError(t, e.DB.Transaction(func(tx *gorm.DB) error {
@@ -120,7 +120,7 @@ var dialectCases = []dialectCase{
 			return err
 		}))
 		sel := func(columns string) *gorm.DB {
-			return e.DB.Table("(?) AS o", e.DB.Model(&models.Operation{}).Select("caller_did, operation_id"+d.RowIDColumns()).
+			return e.DB.Table("(?) AS o", e.DB.Model(&models.Operation{}).Select("caller_did, operation_id"+d.RowIDColumns("")).
 				Where("owner_did = ?", "dialect").Order("operation_id").Limit(2)).Select(columns)
 		}
 		cond, vars := d.PickRows(partitioned, "caller_did, operation_id", sel)

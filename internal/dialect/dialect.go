@@ -52,8 +52,10 @@ type Dialect interface {
 	// restore is set (a caller's transaction goes on). SQLite has none.
 	WithPlanSettings(tx *gorm.DB, settings []Setting, restore bool, fn func() error) error
 	// RowIDColumns are the extra columns (", a, b") a window selects so the
-	// statement acting on its rows can find them by physical id.
-	RowIDColumns() string
+	// statement acting on its rows can find them by physical id: those of
+	// the rows of from (a table or an alias in the window's FROM; "" for
+	// the window's only table), under their own names.
+	RowIDColumns(from string) string
 	// PickRows is the condition (and its values) that makes a statement act
 	// on the rows sel picks: by physical id on PostgreSQL (by partition and
 	// id on a partitioned table, where ids repeat per partition), by the
@@ -171,7 +173,12 @@ func (postgres) WithPlanSettings(tx *gorm.DB, settings []Setting, restore bool, 
 	return nil
 }
 
-func (postgres) RowIDColumns() string { return ", tableoid, ctid" }
+func (postgres) RowIDColumns(from string) string {
+	if from == "" {
+		return ", tableoid, ctid"
+	}
+	return ", " + from + ".tableoid AS tableoid, " + from + ".ctid AS ctid"
+}
 
 func (postgres) PickRows(partitioned bool, _ string, sel func(string) *gorm.DB) (string, []any) {
 	// The ids drive the scan (an array the statement computes once, read by
@@ -208,7 +215,7 @@ func (sqlite) FixedLimit(q *gorm.DB, n int) *gorm.DB { return q.Limit(n) }
 
 func (sqlite) WithPlanSettings(_ *gorm.DB, _ []Setting, _ bool, fn func() error) error { return fn() }
 
-func (sqlite) RowIDColumns() string { return "" }
+func (sqlite) RowIDColumns(string) string { return "" }
 
 func (sqlite) PickRows(_ bool, keyColumns string, sel func(string) *gorm.DB) (string, []any) {
 	pick := "o." + strings.ReplaceAll(keyColumns, ", ", ", o.")

@@ -45,11 +45,13 @@ func TestStatementsPerDialect(t *testing.T) {
 		case "postgres":
 			require.Equal(t, `SELECT * FROM "t" WHERE state = $1 FOR UPDATE SKIP LOCKED`, sql)
 			require.True(t, d.Listens())
-			require.Equal(t, ", tableoid, ctid", d.RowIDColumns())
+			require.Equal(t, ", tableoid, ctid", d.RowIDColumns(""))
+			require.Equal(t, ", j.tableoid AS tableoid, j.ctid AS ctid", d.RowIDColumns("j"))
 		case "sqlite":
 			require.Equal(t, "SELECT * FROM t INDEXED BY t_idx WHERE state = ?", sql)
 			require.False(t, d.Listens())
-			require.Empty(t, d.RowIDColumns())
+			require.Empty(t, d.RowIDColumns(""))
+			require.Empty(t, d.RowIDColumns("j"))
 		}
 		require.NotEmpty(t, d.NowMillis())
 	}

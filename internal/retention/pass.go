@@ -3,7 +3,6 @@ package retention
 import (
 	"slices"
 
-	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
@@ -15,11 +14,12 @@ import (
 // Base are that transaction, with and without the caller's scopes.
 type Pass struct {
 	// Scoped is the pass's transaction with the repository's scopes: the
-	// window of judged rows is read and deleted through it.
+	// window of rows to judge is read, and the rows it collects deleted,
+	// through it.
 	Scoped func() *gorm.DB
 	// Base is the same transaction without scopes: the pass lock, the
-	// release of holds and the hold marks (a release is the store's, not a
-	// tenant's; the marks name rows the scoped window picked).
+	// release of holds and the holds (a release is the store's, not a
+	// tenant's; a hold takes out entries the scoped window picked).
 	Base func() *gorm.DB
 	// Dialect renders what differs between the databases.
 	Dialect dialect.Dialect
@@ -46,14 +46,16 @@ func (p Pass) Run() (int64, error) {
 		return 0, err
 	}
 	args := map[string]any{"before": p.Before, "now": p.Now}
-	// The window carries the repository's scopes; the keep rules' probes
-	// look across them, as the seed's rules do.
-	window := func() *gorm.DB {
-		// Without statistics SQLite would prefer the state index and sort
-		// every judged row.
-		q := p.Dialect.ReadIndex(p.Scoped().Model(&models.Operation{}), "kubun_connector_operation",
-			"kubun_connector_operation_collect_idx")
-		return q.Select(store.JudgedColumns+p.Dialect.RowIDColumns()).Where(store.Judged, args).Order(store.CollectOrder).Limit(Budget * p.Limit)
+	// The window: the first Budget × Limit rows to judge in pass order, read
+	// from the table of finished rows not held (its primary key, or its
+	// owner index under a scope naming an owner), with the repository's
+	// scopes; the keep rules' probes look across them, as the seed's rules
+	// do. Its size is written into the statement, so a generic plan knows
+	// it.
+	entries := func() *gorm.DB {
+		q := p.Scoped().Model(&models.RetentionPending{}).Select(store.EntryColumns+p.Dialect.RowIDColumns("")).
+			Where(store.Waiting, args).Order(store.EntryKey)
+		return p.Dialect.FixedLimit(q, Budget*p.Limit)
 	}
 	// Which rows the statements below change is decided once per statement:
 	// on PostgreSQL by the physical ids their window picks (an array the
@@ -65,47 +67,55 @@ func (p Pass) Run() (int64, error) {
 	// every partition has a row (0,1), so there the partition's oid must
 	// match too (the ids drive the scan; the (oid, id) pairs, a second
 	// reading of the window, filter what it finds).
-	picked := func(where string, limit int) (string, []any) {
+	picked := func(window *gorm.DB, where string, limit int, partitioned bool, key string) (string, []any) {
 		sel := func(pick string) *gorm.DB {
-			q := p.Base().Table(store.Window, window()).Select(pick).Where(where)
+			q := p.Base().Table(store.Window, window).Select(pick).Where(where)
 			if limit > 0 {
 				q = q.Order(store.WindowOrder).Limit(limit)
 			}
 			return q
 		}
-		return p.Dialect.PickRows(partitioned, "caller_did, operation_id", sel)
+		return p.Dialect.PickRows(partitioned, key, sel)
 	}
-	key, candidates := picked(store.CollectableInWindow, p.Limit)
+	judged := func() *gorm.DB {
+		return p.Base().Table(store.JudgedRows(), entries()).Select(store.JudgedColumns+p.Dialect.RowIDColumns("j")).
+			Where(store.Unleased, args)
+	}
+	key, candidates := picked(judged(), store.CollectableInWindow, p.Limit, partitioned, "caller_did, operation_id")
 	var gone []models.Operation
 	tx := p.Scoped().Clauses(clause.Returning{Columns: []clause.Column{{Name: "caller_did"}}}).
 		Where(key, candidates...).Where(store.Recheck, args).Delete(&gone)
 	if tx.Error != nil {
 		return 0, tx.Error
 	}
-	// The window again, after the delete: every row in it the keep rules
-	// keep is held, so the next pass's window begins after it. Rows the
-	// rules would collect but the limit left stay unheld, first in line.
-	key, kept := picked(store.KeptInWindow, 0)
-	err = hooks.SkipLock(p.Base()).Model(&models.Operation{}).Where(key, kept...).UpdateColumn("retention_hold", 1).Error
-	if err != nil {
+	// The deleted rows' entries went with them (a trigger). The window
+	// again, after the delete: the rows in it the keep rules keep are held,
+	// their entries taken out, so the next pass's window begins after them;
+	// collectable rows the limit left, and rows under a live lease, stay,
+	// first in line. (The window now reaches up to Limit entries further
+	// than the delete's did: those are judged here too, and held or left.)
+	withRows := p.Base().Table(store.EntryRows(), entries()).Select(store.EntryRowColumns+p.Dialect.RowIDColumns("e"), p.Now)
+	key, settled := picked(withRows, store.Settled, 0, false, store.EntryKey)
+	if err := p.Base().Where(key, settled...).Delete(&models.RetentionPending{}).Error; err != nil {
 		return 0, err
 	}
 	return int64(len(gone)), nil
 }
 
-// Budget is how many judged rows one pass examines per row it may delete:
-// a pass reads at most Budget × Limit unheld rows, whatever the journal's
-// size or shape.
+// Budget is how many rows one pass examines per row it may delete: a pass
+// reads a window of at most Budget × Limit unheld rows (and, when it holds,
+// up to Limit more), whatever the journal's size or shape.
 const Budget = 4
 
 // lockNamespace is the first key of the advisory lock retention passes
 // take turns on ("rete"); the second is the schema's hash.
 const lockNamespace = 0x72657465
 
-// release consumes the queue of documents on which a row finished
-// and clears the holds on them, a page at a time, unscoped (the queue and a
-// document's holds are the store's, not a tenant's). It costs what
-// finished since the last pass; nothing finished is one probe.
+// release consumes the queue of documents on which a row finished and
+// puts those documents' finished rows back among the rows to judge, a
+// page at a time, unscoped (the queue and a document's holds are the
+// store's, not a tenant's). It costs what finished since the last pass;
+// nothing finished is one probe.
 func (p Pass) release() error {
 	for {
 		docs, err := store.ConsumeFinished(p.Base(), holdPage)
@@ -115,9 +125,7 @@ func (p Pass) release() error {
 		taken := len(docs)
 		slices.Sort(docs)
 		docs = slices.Compact(docs)
-		err = hooks.SkipLock(p.Base()).Model(&models.Operation{}).
-			Where(store.HeldOn(docs)).UpdateColumn("retention_hold", nil).Error
-		if err != nil || taken < holdPage {
+		if err := store.Requeue(p.Base(), docs); err != nil || taken < holdPage {
 			return err
 		}
 	}

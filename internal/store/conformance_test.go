@@ -144,31 +144,63 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Model(&models.SweepReceipt{}).Where(store.SequenceBefore(3)).Count(&n).Error)
 		require.Zero(t, n)
 	}},
-	{"retention: judged rows, the keep rules over a window, the re-check, the finished queue", func(t *testing.T, e *dbtest.Env) {
+	{"retention: rows to judge, the keep rules over a window, the re-check, the release, the finished queue", func(t *testing.T, e *dbtest.Env) {
 		doc := "ret-doc"
-		for i, id := range []string{"r-old", "r-new"} {
+		for i, id := range []string{"r-old", "r-new", "r-leased"} {
 			row := dbtest.OpRow(100+i, models.OperationCommitted, nil, int64(5+i))
 			row.OperationID, row.OwnerDID, row.DocumentID = id, "ret", &doc
+			if id == "r-leased" {
+				expires := int64(50)
+				row.CallerDID, row.LeaseToken, row.LeaseExpiresAt = "other", models.StrPtr("t"), &expires
+			}
 			require.NoError(t, hooks.SkipLock(e.DB).Create(&row).Error)
 		}
 		args := map[string]any{"before": int64(100), "now": int64(0)}
-		window := e.DB.Model(&models.Operation{}).Select(store.JudgedColumns).Where(store.Judged, args).
-			Where("owner_did = ?", "ret").Order(store.CollectOrder)
-		pick := func(cond string) []string {
+		entries := func() *gorm.DB {
+			return e.DB.Model(&models.RetentionPending{}).Select(store.EntryColumns).Where(store.Waiting, args).
+				Where("owner_did = ?", "ret").Order(store.EntryKey)
+		}
+		judged := e.DB.Table(store.JudgedRows(), entries()).Select(store.JudgedColumns).Where(store.Unleased, args)
+		pick := func(window *gorm.DB, cond string) []string {
 			var ids []string
 			require.NoError(t, e.DB.Table(store.Window, window).Where(cond).Order(store.WindowOrder).Pluck("o.operation_id", &ids).Error)
 			return ids
 		}
-		require.Equal(t, []string{"r-old"}, pick(store.CollectableInWindow), "superseded by the newer commit")
-		require.Equal(t, []string{"r-new"}, pick(store.KeptInWindow), "the document's newest commit")
+		require.Equal(t, []string{"r-old"}, pick(judged, store.CollectableInWindow), "superseded by the newer commit")
+		require.Equal(t, []string{"r-new"}, pick(judged, store.KeptInWindow), "the caller's newest commit; r-leased is not judged")
+		withRows := func() *gorm.DB {
+			return e.DB.Table(store.EntryRows(), entries()).Select(store.EntryRowColumns, int64(0))
+		}
+		require.Equal(t, []string{"r-new"}, pick(withRows(), store.Settled), "held: the kept row; the leased and the collectable stay")
 		var n int64
 		require.NoError(t, e.DB.Model(&models.Operation{}).Where("owner_did = ?", "ret").Where(store.Recheck, args).Count(&n).Error)
-		require.Equal(t, int64(2), n)
+		require.Equal(t, int64(2), n, "the leased row is never deleted")
 
-		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-new").
-			UpdateColumn("retention_hold", 1).Error)
-		require.NoError(t, e.DB.Model(&models.Operation{}).Where(store.HeldOn([]string{doc})).Count(&n).Error)
-		require.Equal(t, int64(1), n)
+		// The triggers keep the rows to judge: an entry per finished row, gone
+		// with the row's delete, moved by a rewrite, gone when it is attempted.
+		waiting := func() []string {
+			var ids []string
+			require.NoError(t, e.DB.Model(&models.RetentionPending{}).Where("owner_did = ?", "ret").Order("operation_id").
+				Pluck("operation_id", &ids).Error)
+			return ids
+		}
+		require.Equal(t, []string{"r-leased", "r-new", "r-old"}, waiting())
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-old").Delete(&models.Operation{}).Error)
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.RetentionPending{}).Error) // held
+		require.Equal(t, []string{"r-leased"}, waiting())
+		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-leased").
+			UpdateColumn("state", models.OperationAttempted).Error)
+		require.Empty(t, waiting(), "an attempted row is not judged")
+		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-leased").
+			UpdateColumns(map[string]any{"state": models.OperationDead, "updated_at": int64(9)}).Error)
+		var entry models.RetentionPending
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-leased").Take(&entry).Error)
+		require.Equal(t, int64(9), entry.UpdatedAt, "finished again: waiting as it now stands")
+
+		require.NoError(t, store.Requeue(e.DB, []string{doc}))
+		require.Equal(t, []string{"r-leased", "r-new"}, waiting(), "the release puts the document's held rows back")
+		require.NoError(t, store.Requeue(e.DB, []string{doc}), "rows already waiting stay as they are")
+
 		_, err := store.ConsumeFinished(e.DB, 1000) // the triggers' entries
 		require.NoError(t, err)
 		require.NoError(t, e.DB.Create(&[]models.RetentionFinished{{DocumentID: "q1"}, {DocumentID: "q2"}}).Error)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // The retention pass's SQL (internal/retention runs it): which rows a pass
@@ -59,15 +58,61 @@ func sqlStrings(values ...string) string {
 	return strings.Join(quoted, ", ")
 }
 
-// Judged is the rows a pass judges: unheld finished rows written before
-// the cutoff with no live lease. Its first two terms are the predicate of
-// the partial index kubun_connector_operation_collect_idx, written as the
-// index writes them so both databases read the index in pass order.
-var Judged = `retention_hold IS NULL AND state IN (` + finishedStates + `) AND updated_at < @before
-	AND (lease_token IS NULL OR lease_expires_at < @now)`
+// PendingTable is the table of finished rows a pass has still to judge
+// (models.RetentionPending): triggers keep it equal to the finished rows
+// not held.
+const PendingTable = "kubun_connector_retention_pending"
+
+// EntryColumns are the columns a pass reads from its entries.
+const EntryColumns = "updated_at, caller_did, operation_id, owner_did, connector_name"
+
+// EntryKey is an entry's key: the pending table's primary key, in pass
+// order.
+const EntryKey = "updated_at, caller_did, operation_id"
+
+// Waiting is the entries a pass may judge: rows last written before the
+// cutoff.
+const Waiting = "updated_at < @before"
+
+// entryRow joins a window of entries (e) to their journal rows (j): the
+// row as the entry recorded it, still finished. Triggers keep the two
+// equal; matching on every column an entry holds means a scoped pass can
+// only ever act on a row its scopes admit, whatever the entry says. The
+// state and the owner are compared as expressions, so the join's only way
+// in is the journal's primary key: without statistics a planner read every
+// finished row through the index led by state (evaluating the keep rules
+// on each), or every row of the owner through the owner index, per entry.
+var entryRow = `j.caller_did = e.caller_did AND j.operation_id = e.operation_id AND j.updated_at = e.updated_at
+	AND j.owner_did || '' = e.owner_did AND j.connector_name = e.connector_name
+	AND j.state || '' IN (` + finishedStates + `)`
+
+// Unleased is a journal row j without a live lease at @now. It is NULL for
+// a token with no expiry, which no condition below takes for true.
+const Unleased = "(j.lease_token IS NULL OR j.lease_expires_at < @now)"
+
+// JudgedRows is, as a FROM clause over a window of entries (the subquery
+// its one value is, selecting EntryColumns), their journal rows as the
+// entries recorded them, still finished; with Unleased, the rows a pass
+// judges. Its select list is JudgedColumns, from j.
+func JudgedRows() string {
+	return "(?) AS e JOIN kubun_connector_operation j ON " + entryRow
+}
 
 // JudgedColumns are the columns the keep rules read from a judged row.
-const JudgedColumns = "caller_did, operation_id, owner_did, document_id, state, created_at, updated_at"
+const JudgedColumns = "j.caller_did, j.operation_id, j.owner_did, j.document_id, j.state, j.created_at, j.updated_at"
+
+// EntryRows is, as a FROM clause over a window of entries (the subquery its
+// one value is), each entry with its journal row where it has one. Its
+// select list is EntryRowColumns.
+func EntryRows() string {
+	return "(?) AS e LEFT JOIN kubun_connector_operation j ON " + entryRow
+}
+
+// EntryRowColumns are EntryRows' columns, with the lease clock's now as
+// their one value: the key from the entry, the rest from the row (NULL
+// without one), and whether the row is judged now (1: no live lease).
+const EntryRowColumns = "e.updated_at, e.caller_did, e.operation_id, j.owner_did, j.document_id, j.state, j.created_at, " +
+	"CASE WHEN (j.lease_token IS NULL OR j.lease_expires_at < ?) THEN 1 ELSE 0 END AS judged"
 
 // KeptInWindow picks, among a window of judged rows o, those the keep
 // rules keep now: linked to a document and not superseded on it.
@@ -77,20 +122,26 @@ var KeptInWindow = `o.document_id IS NOT NULL AND NOT (` + superseded + `)`
 // keep rules collect: linked to no document, or superseded on it.
 var CollectableInWindow = `o.document_id IS NULL OR (` + superseded + `)`
 
+// Settled picks, among a window of EntryRows o, the entries a pass takes
+// out of the table once it has deleted what it collects: those of rows the
+// keep rules keep (the rows are then held), and those with no row as the
+// entry recorded it (a trigger removed or replaced the entry meanwhile; no
+// row is judged through it). An entry stays while its row is under a live
+// lease (judged later) or collectable (the limit left it for the next
+// pass).
+var Settled = `o.state IS NULL OR (o.judged = 1 AND ` + KeptInWindow + `)`
+
 // Recheck is the DELETE's re-check on the row being deleted: a row
 // leased or written between the candidate read and the delete (Postgres,
-// READ COMMITTED) is kept, and whatever picked it, a row that is not an
-// unheld finished row is never deleted. Those two terms are written so no
-// index matches them (a planner that took the judged-rows index for them
-// read the whole journal instead of the picked rows by id).
+// READ COMMITTED) is kept, and whatever picked it, a row that is not a
+// finished row is never deleted. Those terms are written so no index
+// matches them (a planner that took an index for them read the whole
+// journal instead of the picked rows by id).
 var Recheck = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at < @now)
-	AND COALESCE(retention_hold, 0) = 0 AND state || '' IN (` + finishedStates + `)`
+	AND state || '' IN (` + finishedStates + `)`
 
-// CollectOrder is the order passes judge rows in: the judged-rows index's.
-const CollectOrder = "updated_at, caller_did, operation_id"
-
-// Window names a pass's window of judged rows (a subquery) as o; WindowOrder
-// is CollectOrder on it.
+// Window names a pass's window (a subquery) as o; WindowOrder is the pass
+// order on it.
 const (
 	Window      = "(?) AS o"
 	WindowOrder = "o.updated_at, o.caller_did, o.operation_id"
@@ -110,7 +161,16 @@ func ConsumeFinished(db *gorm.DB, limit int) ([]string, error) {
 	return docs, err
 }
 
-// HeldOn is the held rows of the documents docs.
-func HeldOn(docs []string) clause.Expr {
-	return clause.Expr{SQL: "retention_hold IS NOT NULL AND document_id IN ?", Vars: []any{docs}}
+// requeue puts the finished rows of the documents ? back among the rows
+// to judge (a release: a finish on a document may supersede its held rows).
+// Rows already there stay as they are.
+var requeue = `INSERT INTO ` + PendingTable + ` (` + EntryColumns + `)
+	SELECT ` + EntryColumns + ` FROM kubun_connector_operation
+	WHERE document_id IS NOT NULL AND document_id IN ? AND state || '' IN (` + finishedStates + `)
+	ON CONFLICT DO NOTHING`
+
+// Requeue puts the finished rows of the documents docs back among the rows
+// a pass judges, through db.
+func Requeue(db *gorm.DB, docs []string) error {
+	return db.Exec(requeue, docs).Error
 }

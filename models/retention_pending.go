@@ -1,0 +1,23 @@
+package models
+
+// RetentionPending is a row of kubun_connector_retention_pending: a finished
+// (committed or dead) operation retention has not judged since it last
+// changed. Triggers in the writing statement's own transaction keep the
+// table equal to that set: a row that finishes, or whose state, updated_at,
+// owner or connector changes while finished, enters it; one that leaves a
+// finished state, or is deleted, leaves it. A retention pass reads its
+// window here, oldest updated_at first, deletes the rows the keep rules
+// collect and takes the ones they keep out of the table (the rows are held:
+// not judged again until a later finish on their document puts them back).
+// Holding a row is then the delete of a narrow entry, not a new version of
+// the operation in every index of the journal.
+type RetentionPending struct {
+	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;primaryKey;autoIncrement:false;index:kubun_connector_retention_pending_owner_idx,priority:2"`
+	CallerDID     string `gorm:"column:caller_did;primaryKey;index:kubun_connector_retention_pending_owner_idx,priority:3"`
+	OperationID   string `gorm:"column:operation_id;primaryKey;index:kubun_connector_retention_pending_owner_idx,priority:4"`
+	OwnerDID      string `gorm:"column:owner_did;not null;index:kubun_connector_retention_pending_owner_idx,priority:1"`
+	ConnectorName string `gorm:"column:connector_name;not null"`
+}
+
+// TableName returns the table name.
+func (RetentionPending) TableName() string { return "kubun_connector_retention_pending" }
