@@ -18,10 +18,14 @@ import (
 // an empty string) so no index on state can serve the probe: a planner
 // without statistics chose one and read every committed row per probe, a
 // million rows for each of the window's; the document indexes are the
-// probe's only way in.
+// probe's only way in. The bound on created_at alone is what those indexes
+// serve (the OR that settles ties is no index bound): without it each probe
+// read its document's rows of that caller or owner from the oldest one, and
+// a pass over a long document read millions of rows.
 func newerExists(column, states string) string {
 	return fmt.Sprintf(`EXISTS (SELECT 1 FROM kubun_connector_operation n
 		WHERE n.document_id = o.document_id AND n.%[1]s = o.%[1]s AND n.state || '' IN (%[2]s)
+		AND n.created_at >= o.created_at
 		AND (n.created_at > o.created_at
 			OR (n.created_at = o.created_at AND n.caller_did > o.caller_did)
 			OR (n.created_at = o.created_at AND n.caller_did = o.caller_did AND n.operation_id > o.operation_id)))`,
