@@ -89,10 +89,11 @@ func TestRequeueClearsRetentionHold(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		deadOp(t, e, "caller", "a")
 		require.Equal(t, 1, pendingCount(t, e, "a"), "a dead row waits to be judged")
-		require.NoError(t, e.db.Where("operation_id = ?", "a").Delete(&models.RetentionPending{}).Error) // held
+		holdWhere(t, e.db, "operation_id = 'a'")
 		_, err := e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: "caller", OperationID: "a"}})
 		require.NoError(t, err)
 		require.Zero(t, pendingCount(t, e, "a"), "an attempted row is not judged")
+		require.Zero(t, count(t, e.db, &models.RetentionHeld{}, "operation_id = ?", "a"), "nor held")
 		require.NoError(t, e.db.Model(&models.Operation{}).Where("operation_id = ?", "a").
 			Updates(map[string]any{"state": models.OperationDead, "updated_at": e.clock.Millis() + 1}).Error)
 		require.Equal(t, 1, pendingCount(t, e, "a"), "finished again, it is judged afresh")

@@ -26,7 +26,8 @@ func readsWith(t *testing.T, e *env, repo *repository.Repository, call func(repo
 			var v int64
 			err := tx.Raw(`SELECT COALESCE(SUM(COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)), 0)
 				FROM pg_stat_xact_user_tables
-				WHERE relid IN ('kubun_connector_operation'::regclass, 'kubun_connector_retention_pending'::regclass)`).Scan(&v).Error
+				WHERE relid IN ('kubun_connector_operation'::regclass, 'kubun_connector_retention_pending'::regclass,
+					'kubun_connector_retention_held'::regclass)`).Scan(&v).Error
 			return v, err
 		}
 		start, err := reads()

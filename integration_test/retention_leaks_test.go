@@ -41,11 +41,24 @@ func passWith(t *testing.T, e *env, repo *repository.Repository, cursor string) 
 }
 
 // held reports whether finished operation id is held: stored, finished,
-// and not among the rows retention has to judge.
+// among the held rows and not among the rows retention has to judge.
 func held(t *testing.T, e *env, id string) bool {
 	t.Helper()
 	return count(t, e.db, &models.Operation{}, "operation_id = ? AND state IN ?", id,
-		[]string{models.OperationCommitted, models.OperationDead}) == 1 && pendingCount(t, e, id) == 0
+		[]string{models.OperationCommitted, models.OperationDead}) == 1 && pendingCount(t, e, id) == 0 &&
+		count(t, e.db, &models.RetentionHeld{}, "operation_id = ?", id) == 1
+}
+
+// holdWhere holds, as a pass would, the finished rows on a document that
+// match cond (over columns the journal and the rows to judge share): their
+// entries move to the held rows.
+func holdWhere(t *testing.T, db *gorm.DB, cond string) {
+	t.Helper()
+	require.NoError(t, db.Exec(`INSERT INTO kubun_connector_retention_held (document_id, caller_did, operation_id,
+		updated_at, owner_did, connector_name)
+		SELECT document_id, caller_did, operation_id, updated_at, owner_did, connector_name FROM kubun_connector_operation
+		WHERE document_id IS NOT NULL AND state IN ('committed', 'dead') AND (`+cond+`)`).Error)
+	require.NoError(t, db.Exec("DELETE FROM kubun_connector_retention_pending WHERE "+cond).Error)
 }
 
 // pendingCount is how many entries operation id has among the rows

@@ -31,6 +31,7 @@ func TestRetentionScaleAt1M(t *testing.T) {
 		if stats == "fresh" {
 			require.NoError(t, e.db.Exec("ANALYZE kubun_connector_operation").Error)
 			require.NoError(t, e.db.Exec("ANALYZE kubun_connector_retention_pending").Error)
+			require.NoError(t, e.db.Exec("ANALYZE kubun_connector_retention_held").Error)
 		}
 		// A newer commit on doc-4200 (owner o42) by caller c0: its own
 		// caller's older row there is now superseded by caller, but not by

@@ -22,7 +22,7 @@ func TestRetentionUpgradeKeepsHolds(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		c := context.Background()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackTo0016(t, e)
 		require.True(t, e.db.Migrator().HasColumn("kubun_connector_operation", "retention_hold"))
 		seedOps(t, e, []models.Operation{
 			docRow("unheld", models.OperationCommitted, "c1", "o1", "d1", 1, 10),
@@ -59,11 +59,73 @@ func TestRetentionUpgradeKeepsHolds(t *testing.T) {
 		require.EqualValues(t, 1, collect(t, e, e.clock.At(time.Hour), 10))
 		require.False(t, stored(t, e, "held"))
 
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackTo0016(t, e)
 		require.Zero(t, count(t, e.db, &models.Operation{}, "retention_hold IS NOT NULL"), "every row unheld")
 		require.NoError(t, migrations.Migrate(c, e.db))
 		require.Equal(t, []string{"newer", "released", "unheld"}, waitingIDs(t, e), "every finished row, judged again")
 	})
+}
+
+// rollbackTo0016 rolls back 0018 and 0017.
+func rollbackTo0016(t *testing.T, e *env) {
+	t.Helper()
+	for range 2 {
+		require.NoError(t, migrations.RollbackLast(context.Background(), e.db))
+	}
+}
+
+// TestRetentionHeldUpgrade: migration 0018 gives held rows a table by
+// document. On a journal at 0017 with held rows (finished, no entry among
+// the rows to judge) on two documents, unheld ones, and a finish queued
+// on one held row's document: the held table starts with exactly the held
+// rows that have a document; the queued finish releases its document's
+// held row and no other; a later finish releases the other. Rolling back
+// drops the table and leaves the held rows held, as 0017 has them.
+func TestRetentionHeldUpgrade(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		c := context.Background()
+		require.NoError(t, migrations.RollbackLast(c, e.db))
+		require.False(t, e.db.Migrator().HasTable(&models.RetentionHeld{}))
+		seedOps(t, e, []models.Operation{
+			docRow("unheld", models.OperationCommitted, "c1", "o1", "d1", 1, 10),
+			docRow("held", models.OperationCommitted, "c1", "o1", "d2", 1, 10),
+			docRow("released", models.OperationCommitted, "c1", "o1", "d3", 1, 10),
+			docRow("attempted", models.OperationAttempted, "c1", "o1", "d1", 2, 10),
+		})
+		require.NoError(t, e.db.Exec(`DELETE FROM kubun_connector_retention_pending
+			WHERE operation_id IN ('held', 'released')`).Error)
+		require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
+		require.NoError(t, e.db.Create(&models.RetentionFinished{DocumentID: "d3"}).Error)
+
+		require.NoError(t, migrations.Migrate(c, e.db))
+		require.Equal(t, []string{"held", "released"}, heldIDs(t, e), "the rows without an entry, by document")
+		require.Equal(t, []string{"unheld"}, waitingIDs(t, e))
+		require.Zero(t, collect(t, e, e.clock.At(time.Hour), 10))
+		require.Equal(t, []string{"held", "released", "unheld"}, heldIDs(t, e), "d3 released, judged again and kept")
+		e.clock.Advance(time.Second)
+		seedOps(t, e, []models.Operation{docRow("newer", models.OperationCommitted, "c1", "o1", "d2", 5, 11)})
+		require.EqualValues(t, 1, collect(t, e, e.clock.At(time.Hour), 10))
+		require.False(t, stored(t, e, "held"), "released by the newer commit on d2, and collected")
+		require.Equal(t, []string{"newer", "released", "unheld"}, heldIDs(t, e))
+
+		require.NoError(t, migrations.RollbackLast(c, e.db))
+		require.False(t, e.db.Migrator().HasTable(&models.RetentionHeld{}))
+		require.Empty(t, waitingIDs(t, e), "held rows stay held")
+		// 0017's triggers are back: a change to a held row has it judged again.
+		finishAt(t, e.db, "unheld", 12)
+		require.Equal(t, []string{"unheld"}, waitingIDs(t, e))
+		require.NoError(t, migrations.Migrate(c, e.db))
+		require.Equal(t, []string{"newer", "released"}, heldIDs(t, e))
+	})
+}
+
+// heldIDs lists, sorted, the operations among the held rows.
+func heldIDs(t *testing.T, e *env) []string {
+	t.Helper()
+	ids := []string{}
+	require.NoError(t, e.db.Model(&models.RetentionHeld{}).Order("operation_id").Pluck("operation_id", &ids).Error)
+	return ids
 }
 
 // waitingIDs lists, sorted, the operations among the rows to judge.
@@ -85,7 +147,7 @@ func TestRetentionUpgradeWaitsForWriters(t *testing.T) {
 	t.Parallel()
 	e := setup(t, pgKind)
 	c := context.Background()
-	require.NoError(t, migrations.RollbackLast(c, e.db))
+	rollbackTo0016(t, e)
 	seedOps(t, e, []models.Operation{docRow("late", models.OperationAttempted, "c1", "o1", "d", 1, 10)})
 	writer := openDSN(t, e.kind, e.dsn).Begin()
 	require.NoError(t, writer.Error)

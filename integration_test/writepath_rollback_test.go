@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRollbackLeanIndexesAndByteOrderThenMigrate: rolling back 0016 and
-// 0015 and migrating again leaves the schema as a straight migration did.
+// TestRollbackLeanIndexesAndByteOrderThenMigrate: rolling back the last two
+// migrations and migrating again leaves the schema as a straight migration
+// did.
 func TestRollbackLeanIndexesAndByteOrderThenMigrate(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {

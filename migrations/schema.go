@@ -213,6 +213,7 @@ func all() []*gormigrate.Migration {
 		leanOperationIndexMigration(),
 		byteOrderMigration(),
 		retentionPendingMigration(),
+		retentionHeldMigration(),
 	}
 }
 

@@ -7,10 +7,10 @@ package models
 // owner or connector changes while finished, enters it; one that leaves a
 // finished state, or is deleted, leaves it. A retention pass reads its
 // window here, oldest updated_at first, deletes the rows the keep rules
-// collect and takes the ones they keep out of the table (the rows are held:
-// not judged again until a later finish on their document puts them back).
-// Holding a row is then the delete of a narrow entry, not a new version of
-// the operation in every index of the journal.
+// collect and moves the ones they keep to RetentionHeld (the rows are held:
+// not judged again until a later finish on their document moves them
+// back). Holding a row is then the move of a narrow entry, not a new
+// version of the operation in every index of the journal.
 type RetentionPending struct {
 	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;primaryKey;autoIncrement:false;index:kubun_connector_retention_pending_owner_idx,priority:2"`
 	CallerDID     string `gorm:"column:caller_did;primaryKey;index:kubun_connector_retention_pending_owner_idx,priority:3"`

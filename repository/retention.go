@@ -46,20 +46,22 @@ const CollectBudget = retention.Budget
 // repository's scopes, through the table's owner index for a scope naming
 // an owner). It deletes, among the window's rows without a live lease, what
 // the keep rules collect (up to Limit; the keep rule and the delete are one
-// statement), then holds the rows they keep by taking them out of the
-// table, so the next pass's window starts after them. Rows the limit left
+// statement), then holds the rows they keep by moving their entries to the
+// table of held rows by document (kubun_connector_retention_held,
+// migration 0018), so the next pass's window starts after them. Rows the limit left
 // and rows under a live lease stay, first in line. An unheld journal (just
 // adopted or upgraded) drains in passes that each read the same number of
-// rows, and holding a row writes a narrow entry's delete next to the
-// window's others, not a new version of the operation in the journal's
-// indexes: a pass writes as much at a million rows as at ten thousand.
+// rows, and holding a row moves a narrow entry, not a new version of the
+// operation in the journal's indexes: a pass writes as much at a million
+// rows as at ten thousand.
 //
 // A held row can only become collectable when a row on its document
 // finishes later (or a finished row is linked to the document). The
 // finishing statement's own transaction queues the document (a trigger,
 // migration 0013), so the entry appears exactly when the finish commits;
-// every pass first consumes the queue and puts the finished rows of its
-// documents back in the table, across every scope (a finish supersedes
+// every pass first consumes the queue and moves the held rows of its
+// documents back among the rows to judge, reading those and nothing else,
+// across every scope (a finish supersedes
 // rows of any caller or owner on the document), then judges. Passes on
 // PostgreSQL take turns on a transaction-scoped advisory lock (SQLite
 // writers take turns anyway), so a pass never holds a row on knowledge

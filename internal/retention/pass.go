@@ -90,11 +90,17 @@ func (p Pass) Run() (int64, error) {
 	}
 	// The deleted rows' entries went with them (a trigger). The window
 	// again, after the delete: the rows in it the keep rules keep are held,
-	// their entries taken out, so the next pass's window begins after them;
-	// collectable rows the limit left, and rows under a live lease, stay,
-	// first in line. (The window now reaches up to Limit entries further
-	// than the delete's did: those are judged here too, and held or left.)
-	withRows := p.Base().Table(store.EntryRows(), entries()).Select(store.EntryRowColumns+p.Dialect.RowIDColumns("e"), p.Now)
+	// their entries moved to the held rows, so the next pass's window begins
+	// after them; collectable rows the limit left, and rows under a live
+	// lease, stay, first in line. (The window now reaches up to Limit
+	// entries further than the delete's did: those are judged here too, and
+	// held or left.) The keep rules run once, in the first statement; the
+	// second takes out the entries of what it held, and stale entries.
+	kept := p.Base().Table(store.Window, judged()).Select(store.HeldColumns).Where(store.KeptInWindow)
+	if err := store.Hold(p.Base(), kept); err != nil {
+		return 0, err
+	}
+	withRows := p.Base().Table(store.EntryRows(), entries()).Select(store.EntryRowColumns + p.Dialect.RowIDColumns("e"))
 	key, settled := picked(withRows, store.Settled, 0, false, store.EntryKey)
 	if err := p.Base().Where(key, settled...).Delete(&models.RetentionPending{}).Error; err != nil {
 		return 0, err
@@ -112,8 +118,8 @@ const Budget = 4
 const lockNamespace = 0x72657465
 
 // release consumes the queue of documents on which a row finished and
-// puts those documents' finished rows back among the rows to judge, a
-// page at a time, unscoped (the queue and a document's holds are the
+// moves those documents' held rows back among the rows to judge, a page at
+// a time, unscoped (the queue and a document's holds are the
 // store's, not a tenant's). It costs what finished since the last pass;
 // nothing finished is one probe.
 func (p Pass) release() error {
@@ -125,7 +131,7 @@ func (p Pass) release() error {
 		taken := len(docs)
 		slices.Sort(docs)
 		docs = slices.Compact(docs)
-		if err := store.Requeue(p.Base(), docs); err != nil || taken < holdPage {
+		if err := store.Release(p.Base(), docs); err != nil || taken < holdPage {
 			return err
 		}
 	}

@@ -168,10 +168,23 @@ var storeCases = []storeCase{
 		}
 		require.Equal(t, []string{"r-old"}, pick(judged, store.CollectableInWindow), "superseded by the newer commit")
 		require.Equal(t, []string{"r-new"}, pick(judged, store.KeptInWindow), "the caller's newest commit; r-leased is not judged")
-		withRows := func() *gorm.DB {
-			return e.DB.Table(store.EntryRows(), entries()).Select(store.EntryRowColumns, int64(0))
+		heldRows := func() []string {
+			var ids []string
+			require.NoError(t, e.DB.Model(&models.RetentionHeld{}).Order("operation_id").Pluck("operation_id", &ids).Error)
+			return ids
 		}
-		require.Equal(t, []string{"r-new"}, pick(withRows(), store.Settled), "held: the kept row; the leased and the collectable stay")
+		hold := func() {
+			kept := e.DB.Table(store.Window, judged).Select(store.HeldColumns).Where(store.KeptInWindow)
+			require.NoError(t, store.Hold(e.DB, kept))
+		}
+		hold()
+		require.Equal(t, []string{"r-new"}, heldRows(), "the hold records the kept row by document")
+		hold()
+		require.Equal(t, []string{"r-new"}, heldRows(), "holding a held row again changes nothing")
+		withRows := func() *gorm.DB {
+			return e.DB.Table(store.EntryRows(), entries()).Select(store.EntryRowColumns)
+		}
+		require.Equal(t, []string{"r-new"}, pick(withRows(), store.Settled), "settled: the held row; the leased and the collectable stay")
 		var n int64
 		require.NoError(t, e.DB.Model(&models.Operation{}).Where("owner_did = ?", "ret").Where(store.Recheck, args).Count(&n).Error)
 		require.Equal(t, int64(2), n, "the leased row is never deleted")
@@ -186,7 +199,7 @@ var storeCases = []storeCase{
 		}
 		require.Equal(t, []string{"r-leased", "r-new", "r-old"}, waiting())
 		require.NoError(t, e.DB.Where("operation_id = ?", "r-old").Delete(&models.Operation{}).Error)
-		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.RetentionPending{}).Error) // held
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.RetentionPending{}).Error) // settled
 		require.Equal(t, []string{"r-leased"}, waiting())
 		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-leased").
 			UpdateColumn("state", models.OperationAttempted).Error)
@@ -197,9 +210,26 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Where("operation_id = ?", "r-leased").Take(&entry).Error)
 		require.Equal(t, int64(9), entry.UpdatedAt, "finished again: waiting as it now stands")
 
-		require.NoError(t, store.Requeue(e.DB, []string{doc}))
+		require.NoError(t, store.Release(e.DB, []string{"other-doc"}))
+		require.Equal(t, []string{"r-new"}, heldRows(), "another document's release leaves the hold")
+		require.NoError(t, store.Release(e.DB, []string{doc}))
 		require.Equal(t, []string{"r-leased", "r-new"}, waiting(), "the release puts the document's held rows back")
-		require.NoError(t, store.Requeue(e.DB, []string{doc}), "rows already waiting stay as they are")
+		require.Empty(t, heldRows(), "and takes them out of the held rows")
+		require.NoError(t, store.Release(e.DB, []string{doc}), "a document with nothing held")
+
+		// A held row that changes, or goes, leaves the held rows.
+		hold()
+		require.Equal(t, []string{"r-new"}, heldRows())
+		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-new").
+			UpdateColumn("document_id", "moved").Error)
+		require.Empty(t, heldRows(), "moved to another document: judged again")
+		require.Equal(t, []string{"r-leased", "r-new"}, waiting())
+		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-new").
+			UpdateColumn("document_id", doc).Error)
+		hold()
+		require.Equal(t, []string{"r-new"}, heldRows())
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.Operation{}).Error)
+		require.Empty(t, heldRows(), "deleted: no held entry left")
 
 		_, err := store.ConsumeFinished(e.DB, 1000) // the triggers' entries
 		require.NoError(t, err)

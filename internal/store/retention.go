@@ -103,7 +103,7 @@ func JudgedRows() string {
 }
 
 // JudgedColumns are the columns the keep rules read from a judged row.
-const JudgedColumns = "j.caller_did, j.operation_id, j.owner_did, j.document_id, j.state, j.created_at, j.updated_at"
+const JudgedColumns = "j.caller_did, j.operation_id, j.owner_did, j.document_id, j.state, j.created_at, j.updated_at, j.connector_name"
 
 // EntryRows is, as a FROM clause over a window of entries (the subquery its
 // one value is), each entry with its journal row where it has one. Its
@@ -112,11 +112,15 @@ func EntryRows() string {
 	return "(?) AS e LEFT JOIN kubun_connector_operation j ON " + entryRow
 }
 
-// EntryRowColumns are EntryRows' columns, with the lease clock's now as
-// their one value: the key from the entry, the rest from the row (NULL
-// without one), and whether the row is judged now (1: no live lease).
-const EntryRowColumns = "e.updated_at, e.caller_did, e.operation_id, j.owner_did, j.document_id, j.state, j.created_at, " +
-	"CASE WHEN (j.lease_token IS NULL OR j.lease_expires_at < ?) THEN 1 ELSE 0 END AS judged"
+// EntryRowColumns are EntryRows' columns: the key from the entry, the state
+// from the row (NULL without one), and whether the row is held as it
+// stands (1). The held entry is a probe per row, not a join: joined, a
+// planner could join every journal row to its held entry first and match
+// the window against that, reading the whole journal.
+const EntryRowColumns = "e.updated_at, e.caller_did, e.operation_id, j.state, " +
+	"CASE WHEN EXISTS (SELECT 1 FROM " + HeldTable + " h WHERE h.document_id = j.document_id " +
+	"AND h.caller_did = j.caller_did AND h.operation_id = j.operation_id AND h.updated_at = j.updated_at) " +
+	"THEN 1 ELSE 0 END AS held"
 
 // KeptInWindow picks, among a window of judged rows o, those the keep
 // rules keep now: linked to a document and not superseded on it.
@@ -127,13 +131,13 @@ var KeptInWindow = `o.document_id IS NOT NULL AND NOT (` + superseded + `)`
 var CollectableInWindow = `o.document_id IS NULL OR (` + superseded + `)`
 
 // Settled picks, among a window of EntryRows o, the entries a pass takes
-// out of the table once it has deleted what it collects: those of rows the
-// keep rules keep (the rows are then held), and those with no row as the
-// entry recorded it (a trigger removed or replaced the entry meanwhile; no
-// row is judged through it). An entry stays while its row is under a live
-// lease (judged later) or collectable (the limit left it for the next
-// pass).
-var Settled = `o.state IS NULL OR (o.judged = 1 AND ` + KeptInWindow + `)`
+// out of the table once it has deleted what it collects and held what the
+// keep rules keep: those of held rows (their entries moved to the held
+// table), and those with no row as the entry recorded it (a trigger removed
+// or replaced the entry meanwhile; no row is judged through it). An entry
+// stays while its row is under a live lease (judged later) or collectable
+// (the limit left it for the next pass).
+const Settled = `o.state IS NULL OR o.held = 1`
 
 // Recheck is the DELETE's re-check on the row being deleted: a row
 // leased or written between the candidate read and the delete (Postgres,
@@ -165,16 +169,42 @@ func ConsumeFinished(db *gorm.DB, limit int) ([]string, error) {
 	return docs, err
 }
 
-// requeue puts the finished rows of the documents ? back among the rows
-// to judge (a release: a finish on a document may supersede its held rows).
-// Rows already there stay as they are.
-var requeue = `INSERT INTO ` + PendingTable + ` (` + EntryColumns + `)
-	SELECT ` + EntryColumns + ` FROM kubun_connector_operation
-	WHERE document_id IS NOT NULL AND document_id IN ? AND state || '' IN (` + finishedStates + `)
-	ON CONFLICT DO NOTHING`
+// HeldTable is the table of held rows by document (models.RetentionHeld).
+const HeldTable = "kubun_connector_retention_held"
 
-// Requeue puts the finished rows of the documents docs back among the rows
-// a pass judges, through db.
-func Requeue(db *gorm.DB, docs []string) error {
-	return db.Exec(requeue, docs).Error
+// HeldColumns are a held entry's columns, in the order Hold inserts them;
+// a hold selects them from its window of judged rows o.
+const HeldColumns = "document_id, caller_did, operation_id, updated_at, owner_did, connector_name"
+
+// hold records the rows its subquery selects (HeldColumns) as held. A row
+// held already, at an older version (a hold and a write to the row that
+// raced it), takes the new one: the entry is the row as it was kept. The
+// WHERE is SQLite's: without it, ON CONFLICT after a SELECT reads as a join.
+var hold = `INSERT INTO ` + HeldTable + ` (` + HeldColumns + `) SELECT * FROM (?) AS k WHERE true
+	ON CONFLICT (document_id, caller_did, operation_id) DO UPDATE SET updated_at = excluded.updated_at,
+		owner_did = excluded.owner_did, connector_name = excluded.connector_name`
+
+// Hold records the rows kept selects (HeldColumns, from a window of
+// judged rows) as held, through db.
+func Hold(db *gorm.DB, kept *gorm.DB) error {
+	return db.Exec(hold, kept).Error
+}
+
+// release puts the held rows of the documents ? back among the rows to
+// judge (a finish on a document may supersede them); entries already there
+// stay as they are. unhold then takes them out of the held rows.
+var (
+	release = `INSERT INTO ` + PendingTable + ` (` + EntryColumns + `)
+		SELECT ` + EntryColumns + ` FROM ` + HeldTable + ` WHERE document_id IN ?
+		ON CONFLICT DO NOTHING`
+	unhold = `DELETE FROM ` + HeldTable + ` WHERE document_id IN ?`
+)
+
+// Release moves the held rows of the documents docs back among the rows a
+// pass judges, through db, reading those rows and nothing else.
+func Release(db *gorm.DB, docs []string) error {
+	if err := db.Exec(release, docs).Error; err != nil {
+		return err
+	}
+	return db.Exec(unhold, docs).Error
 }
