@@ -46,24 +46,28 @@ func refNewerExists(all []models.Operation, o *models.Operation, byCaller bool, 
 // refCollect is the reference model of one CollectFinishedOperations(before,
 // limit) at now: the ids it must delete, and how many rows of its window
 // the keep rules collect. A pass's window is the first CollectBudget ×
-// limit finished rows not held (waiting reports those) written before the
-// cutoff, in (updated_at, caller, operation id) order; it judges those
-// with no live lease and deletes the first limit of them the keep rules
-// collect, the rules looking at every row.
-func refCollect(all []models.Operation, waiting func(*models.Operation) bool, before, now int64, limit int) (deleted []string, collectable int) {
+// limit finished rows not held (waiting reports those, and each one's
+// place in the pass order) placed before the cutoff, in (place, caller,
+// operation id) order; it judges those with no live lease and deletes the
+// first limit of them the keep rules collect, the rules looking at every
+// row.
+func refCollect(all []models.Operation, waiting func(*models.Operation) (int64, bool), before, now int64, limit int) (deleted []string, collectable int) {
 	const c, d = models.OperationCommitted, models.OperationDead
 	var window []models.Operation
+	place := map[string]int64{}
 	for i := range all {
 		o := &all[i]
-		if !waiting(o) || (o.State != c && o.State != d) || o.UpdatedAt >= before {
+		ord, ok := waiting(o)
+		if !ok || (o.State != c && o.State != d) || ord >= before {
 			continue
 		}
+		place[o.OperationID] = ord
 		window = append(window, *o)
 	}
 	sort.Slice(window, func(i, j int) bool {
 		a, b := window[i], window[j]
-		if a.UpdatedAt != b.UpdatedAt {
-			return a.UpdatedAt < b.UpdatedAt
+		if place[a.OperationID] != place[b.OperationID] {
+			return place[a.OperationID] < place[b.OperationID]
 		}
 		if a.CallerDID != b.CallerDID {
 			return a.CallerDID < b.CallerDID
@@ -84,17 +88,20 @@ func refCollect(all []models.Operation, waiting func(*models.Operation) bool, be
 }
 
 // everyFinished is waiting for a journal no pass has judged: every
-// finished row waits.
-func everyFinished(*models.Operation) bool { return true }
+// finished row waits, at its updated_at.
+func everyFinished(o *models.Operation) (int64, bool) { return o.UpdatedAt, true }
 
-// waitingNow reads which rows wait to be judged (have an entry).
-func waitingNow(t *testing.T, e *env) map[string]bool {
+// waitingNow reads which rows wait to be judged (have an entry), and where
+// in the pass order (the first of their entries).
+func waitingNow(t *testing.T, e *env) map[string]int64 {
 	t.Helper()
 	var entries []models.RetentionPending
-	require.NoError(t, e.db.Find(&entries).Error)
-	in := map[string]bool{}
+	require.NoError(t, e.db.Order("ord").Find(&entries).Error)
+	in := map[string]int64{}
 	for _, p := range entries {
-		in[p.CallerDID+"\x00"+p.OperationID] = true
+		if _, ok := in[p.CallerDID+"\x00"+p.OperationID]; !ok {
+			in[p.CallerDID+"\x00"+p.OperationID] = p.Ord
+		}
 	}
 	return in
 }
@@ -119,7 +126,7 @@ func requireNoHeldCollectable(t *testing.T, e *env, msgAndArgs ...any) {
 	waiting := waitingNow(t, e)
 	for i := range rows {
 		o := &rows[i]
-		if (o.State == models.OperationCommitted || o.State == models.OperationDead) && !waiting[o.CallerDID+"\x00"+o.OperationID] {
+		if _, ok := waiting[o.CallerDID+"\x00"+o.OperationID]; (o.State == models.OperationCommitted || o.State == models.OperationDead) && !ok {
 			require.False(t, refCollectable(rows, o), append([]any{"held but collectable: %s"}, o.OperationID, msgAndArgs)...)
 		}
 	}
@@ -239,10 +246,19 @@ func TestRetentionPassesMatchReferenceModel(t *testing.T) {
 				var queued []string
 				require.NoError(t, e.db.Model(&models.RetentionFinished{}).Pluck("document_id", &queued).Error)
 				entered := waitingNow(t, e)
-				waiting := func(o *models.Operation) bool {
-					return entered[o.CallerDID+"\x00"+o.OperationID] || (o.DocumentID != nil && slices.Contains(queued, *o.DocumentID))
-				}
 				before, limit := int64(r.IntN(12)), 1+r.IntN(4)
+				// Released rows queue at the pass's now, or just before its
+				// cutoff if that is earlier (never before their updated_at).
+				released := min(now, before-1)
+				waiting := func(o *models.Operation) (int64, bool) {
+					if ord, ok := entered[o.CallerDID+"\x00"+o.OperationID]; ok {
+						return ord, true
+					}
+					if o.DocumentID != nil && slices.Contains(queued, *o.DocumentID) {
+						return max(o.UpdatedAt, released), true
+					}
+					return 0, false
+				}
 				want, _ := refCollect(rows, waiting, before, now, limit)
 				n := collect(t, e, time.UnixMilli(before), limit)
 				kept := remaining(t, e)

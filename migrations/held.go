@@ -1,6 +1,8 @@
 package migrations
 
 import (
+	"slices"
+
 	"github.com/go-gormigrate/gormigrate/v2"
 	"gorm.io/gorm"
 )
@@ -14,20 +16,34 @@ const heldTable = "kubun_connector_retention_held"
 const heldChange = `(` + pendingChange + ` OR o.document_id IS DISTINCT FROM n.document_id)`
 
 // retentionHeldMigration gives held rows a table of their own, keyed by
-// document. Since 0017 a held row was a finished row with no entry among
-// the rows to judge, and a release (a finish on the document) put every
-// finished row of the document back: after each finish on a document with
-// 20,000 finished rows a pass read 40,000 rows to release none. Now a pass
-// moves what it keeps into kubun_connector_retention_held, and a release
-// moves the queued documents' entries back, reading those and nothing
-// else. The triggers that keep the rows to judge also take a row's held
-// entry out when the row changes what retention judges, its document
-// included, or is deleted; such a row is judged again.
+// document, and the rows to judge an order of their own. Since 0017 a held
+// row was a finished row with no entry among the rows to judge, and a
+// release (a finish on the document) put every finished row of the
+// document back: after each finish on a document with 20,000 finished rows
+// a pass read 40,000 rows to release none. Now a pass moves what it keeps
+// into kubun_connector_retention_held, and a release moves the queued
+// documents' entries back, reading those and nothing else.
 //
-// The table starts with every finished row on a document that has no
+// An entry's place in the pass order is its own column, ord: a finished
+// row enters at its updated_at, as before, but a released row enters at the
+// time of its release (capped below the releasing pass's cutoff, so that
+// pass may judge it). At their old updated_at, released rows went to the
+// head of the order: when more of them were released between two passes
+// than one window holds, every pass re-judged and re-held the same kept
+// rows and never reached the rows behind them, however collectable.
+//
+// The triggers that keep the rows to judge also take a row's held entry
+// out when the row changes what retention judges, its document included,
+// or is deleted; such a row is judged again. An entry a trigger writes
+// over one with the same place takes the row as it now stands (a release's
+// entry for an older version of it, committed meanwhile, would otherwise
+// stand in for it and be dropped as stale).
+//
+// The held table starts with every finished row on a document that has no
 // entry among the rows to judge, taken while the journal and that table
-// are locked against writers and passes. Rolling back drops it: a held row
-// is then again one without an entry, as 0017 has it.
+// are locked against writers and passes. Rolling back drops it (a held row
+// is then again one without an entry, as 0017 has it) and orders the rows
+// to judge by updated_at again, one entry per row version.
 func retentionHeldMigration() *gormigrate.Migration {
 	fill := `INSERT INTO ` + heldTable + ` (document_id, caller_did, operation_id, updated_at, owner_did, connector_name)
 		SELECT j.document_id, j.caller_did, j.operation_id, j.updated_at, j.owner_did, j.connector_name
@@ -39,15 +55,20 @@ func retentionHeldMigration() *gormigrate.Migration {
 		ID: "connstore_0018_retention_held",
 		Migrate: func(tx *gorm.DB) error {
 			if tx.Dialector.Name() != "postgres" {
-				return execAll(tx, append([]string{
+				return execAll(tx, slices.Concat([]string{
 					`CREATE TABLE IF NOT EXISTS ` + heldTable + ` (document_id TEXT NOT NULL, caller_did TEXT NOT NULL,
 						operation_id TEXT NOT NULL, updated_at BIGINT NOT NULL, owner_did TEXT NOT NULL,
 						connector_name TEXT NOT NULL,
 						PRIMARY KEY (document_id, caller_did, operation_id)) WITHOUT ROWID`,
 					fill,
-					`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_upd`,
-					`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_del`,
-				}, sqliteHeldTriggers...))
+				}, sqliteDropPendingTriggers,
+					sqliteRebuildPending(`CREATE TABLE `+pendingTable+`_next (ord BIGINT NOT NULL, caller_did TEXT NOT NULL,
+						operation_id TEXT NOT NULL, updated_at BIGINT NOT NULL, owner_did TEXT NOT NULL, connector_name TEXT NOT NULL,
+						PRIMARY KEY (ord, caller_did, operation_id)) WITHOUT ROWID`,
+						`INSERT INTO `+pendingTable+`_next (ord, caller_did, operation_id, updated_at, owner_did, connector_name)
+						SELECT updated_at, caller_did, operation_id, updated_at, owner_did, connector_name FROM `+pendingTable,
+						`(owner_did, ord, caller_did, operation_id)`),
+					sqliteHeldTriggers))
 			}
 			return execAll(tx, []string{
 				// Writers and passes wait until the migration commits: the
@@ -59,19 +80,65 @@ func retentionHeldMigration() *gormigrate.Migration {
 					connector_name TEXT COLLATE "C" NOT NULL,
 					CONSTRAINT ` + heldTable + `_pkey PRIMARY KEY (document_id, caller_did, operation_id))`,
 				fill,
+				`ALTER TABLE ` + pendingTable + ` ADD COLUMN ord BIGINT`,
+				`UPDATE ` + pendingTable + ` SET ord = updated_at`,
+				`ALTER TABLE ` + pendingTable + ` ALTER COLUMN ord SET NOT NULL`,
+				`ALTER TABLE ` + pendingTable + ` DROP CONSTRAINT ` + pendingTable + `_pkey`,
+				`ALTER TABLE ` + pendingTable + ` ADD CONSTRAINT ` + pendingTable + `_pkey PRIMARY KEY (ord, caller_did, operation_id)`,
+				`DROP INDEX IF EXISTS ` + pendingTable + `_owner_idx`,
+				`CREATE INDEX ` + pendingTable + `_owner_idx ON ` + pendingTable + ` (owner_did, ord, caller_did, operation_id)`,
 				pgHeldFunction,
 			})
 		},
 		Rollback: func(tx *gorm.DB) error {
+			// One entry per row version, at its updated_at.
+			dedupe := `DELETE FROM ` + pendingTable + ` WHERE EXISTS (SELECT 1 FROM ` + pendingTable + ` b
+				WHERE b.caller_did = ` + pendingTable + `.caller_did AND b.operation_id = ` + pendingTable + `.operation_id
+					AND b.updated_at = ` + pendingTable + `.updated_at AND b.ord < ` + pendingTable + `.ord)`
 			if tx.Dialector.Name() != "postgres" {
-				return execAll(tx, append([]string{
-					`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_upd`,
-					`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_del`,
-					`DROP TABLE IF EXISTS ` + heldTable,
-				}, sqlitePendingTriggers[1:]...))
+				return execAll(tx, slices.Concat(sqliteDropPendingTriggers, []string{dedupe, `DROP TABLE IF EXISTS ` + heldTable},
+					sqliteRebuildPending(`CREATE TABLE `+pendingTable+`_next (updated_at INTEGER NOT NULL, caller_did TEXT NOT NULL,
+						operation_id TEXT NOT NULL, owner_did TEXT NOT NULL, connector_name TEXT NOT NULL,
+						PRIMARY KEY (updated_at, caller_did, operation_id)) WITHOUT ROWID`,
+						`INSERT INTO `+pendingTable+`_next (updated_at, caller_did, operation_id, owner_did, connector_name)
+						SELECT updated_at, caller_did, operation_id, owner_did, connector_name FROM `+pendingTable,
+						`(owner_did, updated_at, caller_did, operation_id)`),
+					sqlitePendingTriggers))
 			}
-			return execAll(tx, []string{pgPendingFunction, `DROP TABLE IF EXISTS ` + heldTable})
+			return execAll(tx, []string{
+				`LOCK TABLE kubun_connector_operation, ` + pendingTable + ` IN SHARE ROW EXCLUSIVE MODE`,
+				pgPendingFunction,
+				dedupe,
+				`ALTER TABLE ` + pendingTable + ` DROP CONSTRAINT ` + pendingTable + `_pkey`,
+				`ALTER TABLE ` + pendingTable + ` ADD CONSTRAINT ` + pendingTable + `_pkey PRIMARY KEY (updated_at, caller_did, operation_id)`,
+				`DROP INDEX IF EXISTS ` + pendingTable + `_owner_idx`,
+				`ALTER TABLE ` + pendingTable + ` DROP COLUMN ord`,
+				`CREATE INDEX ` + pendingTable + `_owner_idx ON ` + pendingTable + ` (owner_did, updated_at, caller_did, operation_id)`,
+				`DROP TABLE IF EXISTS ` + heldTable,
+			})
 		},
+	}
+}
+
+// sqliteDropPendingTriggers drops the triggers that keep the rows to
+// judge, before the table is rebuilt under them (SQLite rewrites a
+// trigger's references to a renamed table).
+var sqliteDropPendingTriggers = []string{
+	`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_ins`,
+	`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_upd`,
+	`DROP TRIGGER IF EXISTS kubun_connector_operation_pending_del`,
+}
+
+// sqliteRebuildPending replaces the rows to judge with a table of another
+// key (SQLite cannot change a WITHOUT ROWID table's): create is the new
+// table under a temporary name, copy fills it, ownerIndex is the owner
+// index's column list.
+func sqliteRebuildPending(create, copy, ownerIndex string) []string {
+	return []string{
+		create, copy,
+		`DROP TABLE ` + pendingTable,
+		`ALTER TABLE ` + pendingTable + `_next RENAME TO ` + pendingTable,
+		`CREATE INDEX ` + pendingTable + `_owner_idx ON ` + pendingTable + ` ` + ownerIndex,
 	}
 }
 
@@ -85,15 +152,15 @@ const pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pen
 	LANGUAGE plpgsql AS $$
 	BEGIN
 		IF TG_OP = 'INSERT' THEN
-			INSERT INTO ` + pendingTable + ` (updated_at, caller_did, operation_id, owner_did, connector_name)
-			SELECT n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
+			INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+			SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
 			FROM pending_new n WHERE n.state IN ('committed', 'dead')
-			ON CONFLICT DO NOTHING;
+			` + pendingUpsert + `;
 		ELSIF TG_OP = 'DELETE' THEN
 			IF EXISTS (SELECT 1 FROM pending_old WHERE state IN ('committed', 'dead')) THEN
 				DELETE FROM ` + pendingTable + ` p USING pending_old o
 				WHERE o.state IN ('committed', 'dead')
-					AND p.updated_at = o.updated_at AND p.caller_did = o.caller_did AND p.operation_id = o.operation_id;
+					AND p.ord = o.updated_at AND p.caller_did = o.caller_did AND p.operation_id = o.operation_id;
 				DELETE FROM ` + heldTable + ` h USING pending_old o
 				WHERE o.state IN ('committed', 'dead')
 					AND h.document_id = o.document_id AND h.caller_did = o.caller_did AND h.operation_id = o.operation_id;
@@ -103,26 +170,34 @@ const pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pen
 				DELETE FROM ` + pendingTable + ` p USING pending_old o
 				JOIN pending_new n ON n.caller_did = o.caller_did AND n.operation_id = o.operation_id
 				WHERE o.state IN ('committed', 'dead') AND ` + heldChange + `
-					AND p.updated_at = o.updated_at AND p.caller_did = o.caller_did AND p.operation_id = o.operation_id;
+					AND p.ord = o.updated_at AND p.caller_did = o.caller_did AND p.operation_id = o.operation_id;
 				DELETE FROM ` + heldTable + ` h USING pending_old o
 				JOIN pending_new n ON n.caller_did = o.caller_did AND n.operation_id = o.operation_id
 				WHERE o.state IN ('committed', 'dead') AND ` + heldChange + `
 					AND h.document_id = o.document_id AND h.caller_did = o.caller_did AND h.operation_id = o.operation_id;
 			END IF;
 			IF EXISTS (SELECT 1 FROM pending_new WHERE state IN ('committed', 'dead')) THEN
-				INSERT INTO ` + pendingTable + ` (updated_at, caller_did, operation_id, owner_did, connector_name)
-				SELECT n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
+				INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+				SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
 				FROM pending_new n JOIN pending_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
 				WHERE n.state IN ('committed', 'dead') AND ` + heldChange + `
-				ON CONFLICT DO NOTHING;
+				` + pendingUpsert + `;
 			END IF;
 		END IF;
 		RETURN NULL;
 	END $$`
 
-// sqliteHeldTriggers are pgHeldFunction's rules for the update and delete
-// triggers, a row at a time (the insert trigger is 0017's).
+// pendingUpsert is how a trigger's entry meets one in its place: it takes
+// the row as it now stands.
+const pendingUpsert = `ON CONFLICT (ord, caller_did, operation_id) DO UPDATE SET updated_at = excluded.updated_at,
+	owner_did = excluded.owner_did, connector_name = excluded.connector_name`
+
+// sqliteHeldTriggers are pgHeldFunction's rules, a row at a time.
 var sqliteHeldTriggers = []string{
+	`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_pending_ins AFTER INSERT ON kubun_connector_operation
+		FOR EACH ROW WHEN NEW.state IN ('committed', 'dead')
+		BEGIN INSERT OR REPLACE INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+			VALUES (NEW.updated_at, NEW.updated_at, NEW.caller_did, NEW.operation_id, NEW.owner_did, NEW.connector_name); END`,
 	`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_pending_upd
 		AFTER UPDATE OF state, updated_at, owner_did, connector_name, document_id ON kubun_connector_operation
 		FOR EACH ROW WHEN (OLD.state IN ('committed', 'dead') OR NEW.state IN ('committed', 'dead'))
@@ -130,18 +205,18 @@ var sqliteHeldTriggers = []string{
 				OR OLD.owner_did IS NOT NEW.owner_did OR OLD.connector_name IS NOT NEW.connector_name
 				OR OLD.document_id IS NOT NEW.document_id)
 		BEGIN
-			DELETE FROM ` + pendingTable + ` WHERE updated_at = OLD.updated_at
+			DELETE FROM ` + pendingTable + ` WHERE ord = OLD.updated_at
 				AND caller_did = OLD.caller_did AND operation_id = OLD.operation_id;
 			DELETE FROM ` + heldTable + ` WHERE document_id = OLD.document_id
 				AND caller_did = OLD.caller_did AND operation_id = OLD.operation_id;
-			INSERT OR IGNORE INTO ` + pendingTable + ` (updated_at, caller_did, operation_id, owner_did, connector_name)
-				SELECT NEW.updated_at, NEW.caller_did, NEW.operation_id, NEW.owner_did, NEW.connector_name
+			INSERT OR REPLACE INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+				SELECT NEW.updated_at, NEW.updated_at, NEW.caller_did, NEW.operation_id, NEW.owner_did, NEW.connector_name
 				WHERE NEW.state IN ('committed', 'dead');
 		END`,
 	`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_pending_del AFTER DELETE ON kubun_connector_operation
 		FOR EACH ROW WHEN OLD.state IN ('committed', 'dead')
 		BEGIN
-			DELETE FROM ` + pendingTable + ` WHERE updated_at = OLD.updated_at
+			DELETE FROM ` + pendingTable + ` WHERE ord = OLD.updated_at
 				AND caller_did = OLD.caller_did AND operation_id = OLD.operation_id;
 			DELETE FROM ` + heldTable + ` WHERE document_id = OLD.document_id
 				AND caller_did = OLD.caller_did AND operation_id = OLD.operation_id;

@@ -32,7 +32,8 @@ type CollectParams struct {
 const CollectBudget = retention.Budget
 
 // CollectFinishedOperations deletes up to Limit finished operations that
-// later rows supersede, oldest updated_at first, and returns how many it
+// later rows supersede, in pass order (oldest updated_at first; rows a
+// release put back, behind the rows waiting), and returns how many it
 // deleted. Committed and dead rows last written before Before, with no live
 // lease, are collected when linked to no document, or when each is neither
 // the newest commit nor the newest finished row of its caller and of its
@@ -41,15 +42,16 @@ const CollectBudget = retention.Budget
 //
 // A pass costs the same on any journal. Triggers keep a table of the
 // finished rows not yet judged (kubun_connector_retention_pending, migration
-// 0017), in pass order. A pass reads its window there: the first
-// CollectBudget × Limit of them written before the cutoff (under the
-// repository's scopes, through the table's owner index for a scope naming
-// an owner). It deletes, among the window's rows without a live lease, what
-// the keep rules collect (up to Limit; the keep rule and the delete are one
-// statement), then holds the rows they keep by moving their entries to the
-// table of held rows by document (kubun_connector_retention_held,
-// migration 0018), so the next pass's window starts after them. Rows the limit left
-// and rows under a live lease stay, first in line. An unheld journal (just
+// 0017), in pass order: a row enters at its updated_at when it finishes or
+// changes. A pass reads its window there: the first CollectBudget × Limit
+// of them placed before the cutoff (under the repository's scopes, through
+// the table's owner index for a scope naming an owner). It deletes, among
+// the window's rows without a live lease, what the keep rules collect (up
+// to Limit; the keep rule and the delete are one statement), then holds
+// the rows they keep by moving their entries to the table of held rows by
+// document (kubun_connector_retention_held, migration 0018), so the next
+// pass's window starts after them. Rows the limit left and rows under a
+// live lease stay, first in line. An unheld journal (just
 // adopted or upgraded) drains in passes that each read the same number of
 // rows, and holding a row moves a narrow entry, not a new version of the
 // operation in the journal's indexes: a pass writes as much at a million
@@ -61,7 +63,10 @@ const CollectBudget = retention.Budget
 // migration 0013), so the entry appears exactly when the finish commits;
 // every pass first consumes the queue and moves the held rows of its
 // documents back among the rows to judge, reading those and nothing else,
-// across every scope (a finish supersedes
+// and places them at the pass's now (just before its cutoff, if that is
+// earlier): behind the rows waiting already, so documents that keep
+// getting finishes cannot keep the window on their kept rows while the
+// rows behind them are never judged. It does so across every scope (a finish supersedes
 // rows of any caller or owner on the document), then judges. Passes on
 // PostgreSQL take turns on a transaction-scoped advisory lock (SQLite
 // writers take turns anyway), so a pass never holds a row on knowledge
@@ -86,7 +91,8 @@ func (r *Repository) CollectFinishedOperations(ctx context.Context, p CollectPar
 		var err error
 		in := r.WithTx(tx)
 		n, err = retention.Pass{Scoped: func() *gorm.DB { return in.conn(ctx) }, Base: func() *gorm.DB { return in.base(ctx) },
-			Dialect: in.dialect, Before: p.Before.UnixMilli(), Now: in.leaseNow(), Limit: p.Limit}.Run()
+			Dialect: in.dialect, Before: p.Before.UnixMilli(), Now: in.leaseNow(), Limit: p.Limit,
+			Released: min(r.now().UnixMilli(), p.Before.UnixMilli()-1)}.Run()
 		return err
 	})
 	if err != nil {

@@ -30,6 +30,10 @@ type Pass struct {
 	Now any
 	// Limit is the most rows the pass deletes.
 	Limit int
+	// Released is where in the pass order the rows a release puts back take
+	// their place (epoch milliseconds): the application's now, or just
+	// before the cutoff when that is earlier, so this pass may judge them.
+	Released int64
 }
 
 // Run takes the pass lock, releases the holds finishes broke, deletes
@@ -131,7 +135,7 @@ func (p Pass) release() error {
 		taken := len(docs)
 		slices.Sort(docs)
 		docs = slices.Compact(docs)
-		if err := store.Release(p.Base(), docs); err != nil || taken < holdPage {
+		if err := store.Release(p.Base(), docs, p.Released); err != nil || taken < holdPage {
 			return err
 		}
 	}

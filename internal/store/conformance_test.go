@@ -210,16 +210,26 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Where("operation_id = ?", "r-leased").Take(&entry).Error)
 		require.Equal(t, int64(9), entry.UpdatedAt, "finished again: waiting as it now stands")
 
-		require.NoError(t, store.Release(e.DB, []string{"other-doc"}))
+		require.NoError(t, store.Release(e.DB, []string{"other-doc"}, 50))
 		require.Equal(t, []string{"r-new"}, heldRows(), "another document's release leaves the hold")
-		require.NoError(t, store.Release(e.DB, []string{doc}))
+		require.NoError(t, store.Release(e.DB, []string{doc}, 50))
 		require.Equal(t, []string{"r-leased", "r-new"}, waiting(), "the release puts the document's held rows back")
 		require.Empty(t, heldRows(), "and takes them out of the held rows")
-		require.NoError(t, store.Release(e.DB, []string{doc}), "a document with nothing held")
+		var released models.RetentionPending
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Take(&released).Error)
+		require.Equal(t, []int64{50, 6}, []int64{released.Ord, released.UpdatedAt}, "placed at the release, behind the rows waiting")
+		require.NoError(t, store.Release(e.DB, []string{doc}, 50), "a document with nothing held")
 
 		// A held row that changes, or goes, leaves the held rows.
 		hold()
 		require.Equal(t, []string{"r-new"}, heldRows())
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.RetentionPending{}).Error) // settled
+		require.NoError(t, store.Release(e.DB, []string{doc}, 1))
+		var again models.RetentionPending
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Take(&again).Error)
+		require.Equal(t, int64(6), again.Ord, "a release never places a row before its updated_at")
+		hold()
+		require.NoError(t, e.DB.Where("operation_id = ?", "r-new").Delete(&models.RetentionPending{}).Error) // settled
 		require.NoError(t, hooks.SkipLock(e.DB).Model(&models.Operation{}).Where("operation_id = ?", "r-new").
 			UpdateColumn("document_id", "moved").Error)
 		require.Empty(t, heldRows(), "moved to another document: judged again")

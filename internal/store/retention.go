@@ -68,15 +68,16 @@ func sqlStrings(values ...string) string {
 const PendingTable = "kubun_connector_retention_pending"
 
 // EntryColumns are the columns a pass reads from its entries.
-const EntryColumns = "updated_at, caller_did, operation_id, owner_did, connector_name"
+const EntryColumns = "ord, updated_at, caller_did, operation_id, owner_did, connector_name"
 
 // EntryKey is an entry's key: the pending table's primary key, in pass
-// order.
-const EntryKey = "updated_at, caller_did, operation_id"
+// order (its place, then the operation's key).
+const EntryKey = "ord, caller_did, operation_id"
 
-// Waiting is the entries a pass may judge: rows last written before the
-// cutoff.
-const Waiting = "updated_at < @before"
+// Waiting is the entries a pass may judge: placed before the cutoff. An
+// entry's place is never before its row's updated_at, so each is a row
+// last written before the cutoff (the join re-checks the row).
+const Waiting = "ord < @before"
 
 // entryRow joins a window of entries (e) to their journal rows (j): the
 // row as the entry recorded it, still finished. Triggers keep the two
@@ -103,7 +104,7 @@ func JudgedRows() string {
 }
 
 // JudgedColumns are the columns the keep rules read from a judged row.
-const JudgedColumns = "j.caller_did, j.operation_id, j.owner_did, j.document_id, j.state, j.created_at, j.updated_at, j.connector_name"
+const JudgedColumns = "e.ord, j.caller_did, j.operation_id, j.owner_did, j.document_id, j.state, j.created_at, j.updated_at, j.connector_name"
 
 // EntryRows is, as a FROM clause over a window of entries (the subquery its
 // one value is), each entry with its journal row where it has one. Its
@@ -114,13 +115,17 @@ func EntryRows() string {
 
 // EntryRowColumns are EntryRows' columns: the key from the entry, the state
 // from the row (NULL without one), and whether the row is held as it
-// stands (1). The held entry is a probe per row, not a join: joined, a
-// planner could join every journal row to its held entry first and match
-// the window against that, reading the whole journal.
-const EntryRowColumns = "e.updated_at, e.caller_did, e.operation_id, j.state, " +
+// stands (1): a held entry recording every column the keep rules and the
+// scopes judged it by. (One that recorded an older owner, say, is a hold
+// of another version: a writer changed the row while the pass held it, and
+// its entry among the rows to judge must stay.) The held entry is a probe
+// per row, not a join: joined, a planner could join every journal row to
+// its held entry first and match the window against that, reading the
+// whole journal.
+const EntryRowColumns = "e.ord, e.caller_did, e.operation_id, j.state, " +
 	"CASE WHEN EXISTS (SELECT 1 FROM " + HeldTable + " h WHERE h.document_id = j.document_id " +
-	"AND h.caller_did = j.caller_did AND h.operation_id = j.operation_id AND h.updated_at = j.updated_at) " +
-	"THEN 1 ELSE 0 END AS held"
+	"AND h.caller_did = j.caller_did AND h.operation_id = j.operation_id AND h.updated_at = j.updated_at " +
+	"AND h.owner_did = j.owner_did AND h.connector_name = j.connector_name) THEN 1 ELSE 0 END AS held"
 
 // KeptInWindow picks, among a window of judged rows o, those the keep
 // rules keep now: linked to a document and not superseded on it.
@@ -152,7 +157,7 @@ var Recheck = `updated_at < @before AND (lease_token IS NULL OR lease_expires_at
 // order on it.
 const (
 	Window      = "(?) AS o"
-	WindowOrder = "o.updated_at, o.caller_did, o.operation_id"
+	WindowOrder = "o.ord, o.caller_did, o.operation_id"
 )
 
 // consumeFinished takes up to ? entries off the queue of documents on
@@ -191,19 +196,27 @@ func Hold(db *gorm.DB, kept *gorm.DB) error {
 }
 
 // release puts the held rows of the documents ? back among the rows to
-// judge (a finish on a document may supersede them); entries already there
-// stay as they are. unhold then takes them out of the held rows.
+// judge (a finish on a document may supersede them), placed at ? (or at
+// their updated_at, if later); an entry already in that place stays as it
+// is. unhold then takes them out of the held rows.
 var (
 	release = `INSERT INTO ` + PendingTable + ` (` + EntryColumns + `)
-		SELECT ` + EntryColumns + ` FROM ` + HeldTable + ` WHERE document_id IN ?
+		SELECT CASE WHEN updated_at > @at THEN updated_at ELSE @at END, updated_at, caller_did, operation_id,
+			owner_did, connector_name
+		FROM ` + HeldTable + ` WHERE document_id IN @docs
 		ON CONFLICT DO NOTHING`
 	unhold = `DELETE FROM ` + HeldTable + ` WHERE document_id IN ?`
 )
 
 // Release moves the held rows of the documents docs back among the rows a
-// pass judges, through db, reading those rows and nothing else.
-func Release(db *gorm.DB, docs []string) error {
-	if err := db.Exec(release, docs).Error; err != nil {
+// pass judges, through db, reading those rows and nothing else. They take
+// their place in the pass order at at (epoch milliseconds; a row written
+// later, at its updated_at): behind the rows waiting already. At their old
+// place, ahead of those, a release of more rows than a pass's window
+// would have every pass judge and hold the same kept rows again and never
+// reach the rows behind them.
+func Release(db *gorm.DB, docs []string, at int64) error {
+	if err := db.Exec(release, map[string]any{"at": at, "docs": docs}).Error; err != nil {
 		return err
 	}
 	return db.Exec(unhold, docs).Error
