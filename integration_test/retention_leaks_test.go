@@ -55,8 +55,8 @@ func held(t *testing.T, e *env, id string) bool {
 func holdWhere(t *testing.T, db *gorm.DB, cond string) {
 	t.Helper()
 	require.NoError(t, db.Exec(`INSERT INTO kubun_connector_retention_held (document_id, caller_did, operation_id,
-		updated_at, owner_did, connector_name)
-		SELECT document_id, caller_did, operation_id, updated_at, owner_did, connector_name FROM kubun_connector_operation
+		updated_at, owner_did, connector_name, state)
+		SELECT document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state FROM kubun_connector_operation
 		WHERE document_id IS NOT NULL AND state IN ('committed', 'dead') AND (`+cond+`)`).Error)
 	require.NoError(t, db.Exec("DELETE FROM kubun_connector_retention_pending WHERE "+cond).Error)
 }

@@ -101,8 +101,8 @@ func TestRetentionOwnerChangeRacingHold(t *testing.T) {
 			})
 			blocker, blockerPID := lockHolder(t, e.db)
 			require.NoError(t, blocker.Exec(`INSERT INTO kubun_connector_retention_held
-				(document_id, caller_did, operation_id, updated_at, owner_did, connector_name)
-				VALUES ('d', 'c1', 'r', 1, 'x', 'x')`).Error)
+				(document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state)
+				VALUES ('d', 'c1', 'r', 1, 'x', 'x', 'x')`).Error)
 
 			done := make(chan error, 1)
 			go func() {
@@ -155,8 +155,8 @@ func TestRetentionRequeueRacingHoldSameMillis(t *testing.T) {
 	})
 	blocker, blockerPID := lockHolder(t, e.db)
 	require.NoError(t, blocker.Exec(`INSERT INTO kubun_connector_retention_held
-		(document_id, caller_did, operation_id, updated_at, owner_did, connector_name)
-		VALUES ('d', 'c1', 'r', 1, 'x', 'x')`).Error)
+		(document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state)
+		VALUES ('d', 'c1', 'r', 1, 'x', 'x', 'x')`).Error)
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.repo.CollectFinishedOperations(context.Background(),

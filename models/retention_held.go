@@ -16,6 +16,9 @@ type RetentionHeld struct {
 	UpdatedAt     int64  `gorm:"column:updated_at;type:bigint;not null;autoCreateTime:false;autoUpdateTime:false"`
 	OwnerDID      string `gorm:"column:owner_did;not null"`
 	ConnectorName string `gorm:"column:connector_name;not null"`
+	// State is the row's state when it was held (committed and dead rows
+	// have different keep rules).
+	State string `gorm:"column:state;not null"`
 }
 
 // TableName returns the table name.

@@ -116,7 +116,7 @@ func EntryRows() string {
 // EntryRowColumns are EntryRows' columns: the key from the entry, the state
 // from the row (NULL without one), and whether the row is held as it
 // stands (1): a held entry recording every column the keep rules and the
-// scopes judged it by. (One that recorded an older owner, say, is a hold
+// scopes judged it by, its state included. (One that recorded an older owner, say, is a hold
 // of another version: a writer changed the row while the pass held it, and
 // its entry among the rows to judge must stay.) The held entry is a probe
 // per row, not a join: joined, a planner could join every journal row to
@@ -125,7 +125,7 @@ func EntryRows() string {
 const EntryRowColumns = "e.ord, e.caller_did, e.operation_id, j.state, " +
 	"CASE WHEN EXISTS (SELECT 1 FROM " + HeldTable + " h WHERE h.document_id = j.document_id " +
 	"AND h.caller_did = j.caller_did AND h.operation_id = j.operation_id AND h.updated_at = j.updated_at " +
-	"AND h.owner_did = j.owner_did AND h.connector_name = j.connector_name) THEN 1 ELSE 0 END AS held"
+	"AND h.owner_did = j.owner_did AND h.connector_name = j.connector_name AND h.state = j.state) THEN 1 ELSE 0 END AS held"
 
 // KeptInWindow picks, among a window of judged rows o, those the keep
 // rules keep now: linked to a document and not superseded on it.
@@ -179,7 +179,7 @@ const HeldTable = "kubun_connector_retention_held"
 
 // HeldColumns are a held entry's columns, in the order Hold inserts them;
 // a hold selects them from its window of judged rows o.
-const HeldColumns = "document_id, caller_did, operation_id, updated_at, owner_did, connector_name"
+const HeldColumns = "document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state"
 
 // hold records the rows its subquery selects (HeldColumns) as held. A row
 // held already, at an older version (a hold and a write to the row that
@@ -187,7 +187,7 @@ const HeldColumns = "document_id, caller_did, operation_id, updated_at, owner_di
 // WHERE is SQLite's: without it, ON CONFLICT after a SELECT reads as a join.
 var hold = `INSERT INTO ` + HeldTable + ` (` + HeldColumns + `) SELECT * FROM (?) AS k WHERE true
 	ON CONFLICT (document_id, caller_did, operation_id) DO UPDATE SET updated_at = excluded.updated_at,
-		owner_did = excluded.owner_did, connector_name = excluded.connector_name`
+		owner_did = excluded.owner_did, connector_name = excluded.connector_name, state = excluded.state`
 
 // Hold records the rows kept selects (HeldColumns, from a window of
 // judged rows) as held, through db.
