@@ -10,6 +10,7 @@ import (
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 )
 
 // TestRetentionHotDocumentDoesNotStarvePasses: a document with more kept
@@ -99,18 +100,7 @@ func TestRetentionOwnerChangeRacingHold(t *testing.T) {
 				docRow("r", models.OperationCommitted, "c1", "oX", "d", 1, 10),
 				docRow("s", models.OperationCommitted, "c1", "oY", "d", 2, 11),
 			})
-			blocker, blockerPID := lockHolder(t, e.db)
-			require.NoError(t, blocker.Exec(`INSERT INTO kubun_connector_retention_held
-				(document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state)
-				VALUES ('d', 'c1', 'r', 1, 'x', 'x', 'x')`).Error)
-
-			done := make(chan error, 1)
-			go func() {
-				_, err := e.repo.CollectFinishedOperations(context.Background(),
-					repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
-				done <- err
-			}()
-			waitBlockedBy(t, e.db, blockerPID) // the hold INSERT waits on r's key
+			blocker, done := passWaitingToHold(t, e) // the hold INSERT waits on r's key
 			// The writer: r moves to owner oY, same updated_at, committed.
 			require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'oY'
 				WHERE operation_id = 'r'`).Error)
@@ -153,17 +143,7 @@ func TestRetentionRequeueRacingHoldSameMillis(t *testing.T) {
 	seedOps(t, e, []models.Operation{
 		docRow("r", models.OperationDead, "c1", "o1", "d", 1, e.clock.Millis()),
 	})
-	blocker, blockerPID := lockHolder(t, e.db)
-	require.NoError(t, blocker.Exec(`INSERT INTO kubun_connector_retention_held
-		(document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state)
-		VALUES ('d', 'c1', 'r', 1, 'x', 'x', 'x')`).Error)
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.repo.CollectFinishedOperations(context.Background(),
-			repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
-		done <- err
-	}()
-	waitBlockedBy(t, e.db, blockerPID)
+	blocker, done := passWaitingToHold(t, e)
 	_, err := e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: "c1", OperationID: "r"}})
 	require.NoError(t, err)
 	claimed, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})
@@ -333,4 +313,23 @@ func TestRetentionReleaseRacingOwnerChange(t *testing.T) {
 		passWith(t, e, e.repo, "")
 	}
 	require.False(t, stored(t, e, "r"), "r, collectable, is never judged again (leak)")
+}
+
+// passWaitingToHold starts a pass that waits, in its hold, on a held entry
+// for r on d another transaction (blocker) has inserted and not committed;
+// done reports the pass's end once blocker rolls back.
+func passWaitingToHold(t *testing.T, e *env) (blocker *gorm.DB, done chan error) {
+	t.Helper()
+	blocker, blockerPID := lockHolder(t, e.db)
+	require.NoError(t, blocker.Exec(`INSERT INTO kubun_connector_retention_held
+		(document_id, caller_did, operation_id, updated_at, owner_did, connector_name, state)
+		VALUES ('d', 'c1', 'r', 1, 'x', 'x', 'x')`).Error)
+	done = make(chan error, 1)
+	go func() {
+		_, err := e.repo.CollectFinishedOperations(context.Background(),
+			repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
+		done <- err
+	}()
+	waitBlockedBy(t, e.db, blockerPID)
+	return blocker, done
 }
