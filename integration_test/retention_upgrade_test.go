@@ -167,3 +167,29 @@ func TestRetentionUpgradeWaitsForWriters(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, []string{"late"}, waitingIDs(t, e), "the finish waits to be judged")
 }
+
+// TestRetentionHeldUpgradeIgnoresStaleEntries: migration 0018 takes a
+// finished row whose only entry among the rows to judge no longer records
+// it (another owner: a writer changed the row while a pass handled it) for
+// held, as a pass would: the pass after the upgrade drops the stale entry,
+// and a row counted as waiting through it would be in neither table, never
+// collected once a newer commit supersedes it.
+func TestRetentionHeldUpgradeIgnoresStaleEntries(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		c := context.Background()
+		require.NoError(t, migrations.RollbackLast(c, e.db))
+		seedOps(t, e, []models.Operation{docRow("r", models.OperationCommitted, "c1", "o1", "d", 1, 10)})
+		require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
+		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_retention_pending SET owner_did = 'stale'
+			WHERE operation_id = 'r'`).Error)
+		require.NoError(t, migrations.Migrate(c, e.db))
+		require.Equal(t, []string{"r"}, heldIDs(t, e), "held: its only entry is stale")
+		e.clock.Advance(time.Second)
+		seedOps(t, e, []models.Operation{docRow("n", models.OperationCommitted, "c1", "o1", "d", 2, 11)})
+		for range 3 {
+			passWith(t, e, e.repo, "")
+		}
+		require.False(t, stored(t, e, "r"), "released by the newer commit and collected")
+	})
+}

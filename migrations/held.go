@@ -50,7 +50,8 @@ func retentionHeldMigration() *gormigrate.Migration {
 		FROM kubun_connector_operation j
 		WHERE j.state IN ('committed', 'dead') AND j.document_id IS NOT NULL AND NOT EXISTS (
 			SELECT 1 FROM ` + pendingTable + ` p
-			WHERE p.updated_at = j.updated_at AND p.caller_did = j.caller_did AND p.operation_id = j.operation_id)`
+			WHERE p.updated_at = j.updated_at AND p.caller_did = j.caller_did AND p.operation_id = j.operation_id
+				AND p.owner_did = j.owner_did AND p.connector_name = j.connector_name)`
 	return &gormigrate.Migration{
 		ID: "connstore_0018_retention_held",
 		Migrate: func(tx *gorm.DB) error {
@@ -91,12 +92,18 @@ func retentionHeldMigration() *gormigrate.Migration {
 			})
 		},
 		Rollback: func(tx *gorm.DB) error {
-			// One entry per row version, at its updated_at.
+			// One entry per row version, at its updated_at: entries that no
+			// longer record their row as it stands go first (a pass would
+			// drop them as stale), so the one kept for a version is current.
+			stale := `DELETE FROM ` + pendingTable + ` WHERE NOT EXISTS (SELECT 1 FROM kubun_connector_operation j
+				WHERE j.caller_did = ` + pendingTable + `.caller_did AND j.operation_id = ` + pendingTable + `.operation_id
+					AND j.updated_at = ` + pendingTable + `.updated_at AND j.owner_did = ` + pendingTable + `.owner_did
+					AND j.connector_name = ` + pendingTable + `.connector_name AND j.state IN ('committed', 'dead'))`
 			dedupe := `DELETE FROM ` + pendingTable + ` WHERE EXISTS (SELECT 1 FROM ` + pendingTable + ` b
 				WHERE b.caller_did = ` + pendingTable + `.caller_did AND b.operation_id = ` + pendingTable + `.operation_id
 					AND b.updated_at = ` + pendingTable + `.updated_at AND b.ord < ` + pendingTable + `.ord)`
 			if tx.Dialector.Name() != "postgres" {
-				return execAll(tx, slices.Concat(sqliteDropPendingTriggers, []string{dedupe, `DROP TABLE IF EXISTS ` + heldTable},
+				return execAll(tx, slices.Concat(sqliteDropPendingTriggers, []string{stale, dedupe, `DROP TABLE IF EXISTS ` + heldTable},
 					sqliteRebuildPending(`CREATE TABLE `+pendingTable+`_next (updated_at INTEGER NOT NULL, caller_did TEXT NOT NULL,
 						operation_id TEXT NOT NULL, owner_did TEXT NOT NULL, connector_name TEXT NOT NULL,
 						PRIMARY KEY (updated_at, caller_did, operation_id)) WITHOUT ROWID`,
@@ -108,6 +115,7 @@ func retentionHeldMigration() *gormigrate.Migration {
 			return execAll(tx, []string{
 				`LOCK TABLE kubun_connector_operation, ` + pendingTable + ` IN SHARE ROW EXCLUSIVE MODE`,
 				pgPendingFunction,
+				stale,
 				dedupe,
 				`ALTER TABLE ` + pendingTable + ` DROP CONSTRAINT ` + pendingTable + `_pkey`,
 				`ALTER TABLE ` + pendingTable + ` ADD CONSTRAINT ` + pendingTable + `_pkey PRIMARY KEY (updated_at, caller_did, operation_id)`,

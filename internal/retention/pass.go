@@ -100,7 +100,9 @@ func (p Pass) Run() (int64, error) {
 	// entries further than the delete's did: those are judged here too, and
 	// held or left.) The keep rules run once, in the first statement; the
 	// second takes out the entries of what it held, and stale entries.
-	kept := p.Base().Table(store.Window, judged()).Select(store.HeldColumns).Where(store.KeptInWindow)
+	// A row can have two entries (one a release placed, one a trigger wrote
+	// when the row changed and changed back): held once.
+	kept := p.Base().Table(store.Window, judged()).Select("DISTINCT " + store.HeldColumns).Where(store.KeptInWindow)
 	if err := store.Hold(p.Base(), kept); err != nil {
 		return 0, err
 	}
