@@ -204,6 +204,53 @@ func claimIndexMigration() *gormigrate.Migration {
 // index over the rows a pass judges (unheld, committed or dead), in pass
 // order, so a pass's scan skips attempted and held rows instead of
 // stepping over them.
+// queueChange0013 are the columns whose change on a finished row queues its
+// document in migration 0013: its state and its document.
+var queueChange0013 = []string{"state", "document_id"}
+
+// pgFinishedFunction queues the document of every row that finishes, or
+// that changes one of changed while finished (a change that may supersede
+// the rows a pass held on that document). One statement-level trigger per
+// statement, not one call per row: a batched commit of hundreds of rows
+// writes the queue in one INSERT. Rows where none of changed moved (a
+// heartbeat, a claim) write nothing.
+func pgFinishedFunction(changed []string) string {
+	var cond []string
+	for _, c := range changed {
+		cond = append(cond, "o."+c+" IS DISTINCT FROM n."+c)
+	}
+	return `CREATE OR REPLACE FUNCTION kubun_connector_operation_finished() RETURNS trigger
+		LANGUAGE plpgsql AS $$
+		BEGIN
+			IF TG_OP = 'INSERT' THEN
+				INSERT INTO kubun_connector_retention_finished (document_id)
+				SELECT DISTINCT n.document_id FROM finished_new n
+				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL;
+			ELSE
+				INSERT INTO kubun_connector_retention_finished (document_id)
+				SELECT DISTINCT n.document_id FROM finished_new n
+				JOIN finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
+				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
+					AND (` + strings.Join(cond, " OR ") + `);
+			END IF;
+			RETURN NULL;
+		END $$`
+}
+
+// sqliteFinishedUpd is pgFinishedFunction's update rule for SQLite, a row
+// at a time.
+func sqliteFinishedUpd(changed []string) string {
+	var cond []string
+	for _, c := range changed {
+		cond = append(cond, "OLD."+c+" IS NOT NEW."+c)
+	}
+	return `CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_finished_upd
+		AFTER UPDATE OF ` + strings.Join(changed, ", ") + ` ON kubun_connector_operation
+		FOR EACH ROW WHEN NEW.state IN ('committed', 'dead') AND NEW.document_id IS NOT NULL
+			AND (` + strings.Join(cond, " OR ") + `)
+		BEGIN INSERT INTO kubun_connector_retention_finished (document_id) VALUES (NEW.document_id); END`
+}
+
 func retentionQueueMigration() *gormigrate.Migration {
 	const queue = "kubun_connector_retention_finished"
 	return &gormigrate.Migration{
@@ -229,22 +276,7 @@ func retentionQueueMigration() *gormigrate.Migration {
 					// writes the queue in one INSERT. Rows whose state and
 					// document did not change (a hold mark, a heartbeat)
 					// write nothing.
-					`CREATE OR REPLACE FUNCTION kubun_connector_operation_finished() RETURNS trigger
-						LANGUAGE plpgsql AS $$
-						BEGIN
-							IF TG_OP = 'INSERT' THEN
-								INSERT INTO `+queue+` (document_id)
-								SELECT DISTINCT n.document_id FROM finished_new n
-								WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL;
-							ELSE
-								INSERT INTO `+queue+` (document_id)
-								SELECT DISTINCT n.document_id FROM finished_new n
-								JOIN finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
-								WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
-									AND (o.state IS DISTINCT FROM n.state OR o.document_id IS DISTINCT FROM n.document_id);
-							END IF;
-							RETURN NULL;
-						END $$`,
+					pgFinishedFunction(queueChange0013),
 					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_ins ON kubun_connector_operation`,
 					`CREATE TRIGGER kubun_connector_operation_finished_ins AFTER INSERT ON kubun_connector_operation
 						REFERENCING NEW TABLE AS finished_new
@@ -260,11 +292,7 @@ func retentionQueueMigration() *gormigrate.Migration {
 				`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_finished_ins AFTER INSERT ON kubun_connector_operation
 					FOR EACH ROW WHEN NEW.state IN ('committed', 'dead') AND NEW.document_id IS NOT NULL
 					BEGIN INSERT INTO `+queue+` (document_id) VALUES (NEW.document_id); END`,
-				`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_finished_upd
-					AFTER UPDATE OF state, document_id ON kubun_connector_operation
-					FOR EACH ROW WHEN NEW.state IN ('committed', 'dead') AND NEW.document_id IS NOT NULL
-						AND (OLD.state IS NOT NEW.state OR OLD.document_id IS NOT NEW.document_id)
-					BEGIN INSERT INTO `+queue+` (document_id) VALUES (NEW.document_id); END`,
+				sqliteFinishedUpd(queueChange0013),
 			))
 		},
 		Rollback: func(tx *gorm.DB) error {

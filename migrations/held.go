@@ -10,6 +10,14 @@ import (
 // heldTable is the retention pass's table of held rows, by document.
 const heldTable = "kubun_connector_retention_held"
 
+// queueChange0018 are the columns whose change on a finished row queues its
+// document since migration 0018: every column the keep rules compare, so a
+// row moved to another owner (or caller, or place in the document's order)
+// releases the rows it may now supersede there. Before, only a state or
+// document change did, and a held row its owner's newer commit superseded
+// by such a move stayed held.
+var queueChange0018 = []string{"state", "document_id", "owner_did", "caller_did", "created_at"}
+
 // heldChange is pendingChange with the document: a held row is kept by
 // the keep rules of its document, so moving it to another one (or to none)
 // has it judged again.
@@ -69,7 +77,8 @@ func retentionHeldMigration() *gormigrate.Migration {
 						`INSERT INTO `+pendingTable+`_next (ord, caller_did, operation_id, updated_at, owner_did, connector_name)
 						SELECT updated_at, caller_did, operation_id, updated_at, owner_did, connector_name FROM `+pendingTable,
 						`(owner_did, ord, caller_did, operation_id)`),
-					sqliteHeldTriggers))
+					sqliteHeldTriggers,
+					[]string{`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd`, sqliteFinishedUpd(queueChange0018)}))
 			}
 			return execAll(tx, []string{
 				// Writers and passes wait until the migration commits: the
@@ -89,6 +98,7 @@ func retentionHeldMigration() *gormigrate.Migration {
 				`DROP INDEX IF EXISTS ` + pendingTable + `_owner_idx`,
 				`CREATE INDEX ` + pendingTable + `_owner_idx ON ` + pendingTable + ` (owner_did, ord, caller_did, operation_id)`,
 				pgHeldFunction,
+				pgFinishedFunction(queueChange0018),
 			})
 		},
 		Rollback: func(tx *gorm.DB) error {
@@ -110,11 +120,13 @@ func retentionHeldMigration() *gormigrate.Migration {
 						`INSERT INTO `+pendingTable+`_next (updated_at, caller_did, operation_id, owner_did, connector_name)
 						SELECT updated_at, caller_did, operation_id, owner_did, connector_name FROM `+pendingTable,
 						`(owner_did, updated_at, caller_did, operation_id)`),
-					sqlitePendingTriggers))
+					sqlitePendingTriggers,
+					[]string{`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd`, sqliteFinishedUpd(queueChange0013)}))
 			}
 			return execAll(tx, []string{
 				`LOCK TABLE kubun_connector_operation, ` + pendingTable + ` IN SHARE ROW EXCLUSIVE MODE`,
 				pgPendingFunction,
+				pgFinishedFunction(queueChange0013),
 				stale,
 				dedupe,
 				`ALTER TABLE ` + pendingTable + ` DROP CONSTRAINT ` + pendingTable + `_pkey`,
@@ -205,9 +217,19 @@ const (
 // 500,000 comparisons for a pass deleting 500 rows beside 1,000 held ones,
 // 200 ms. Sequential scans are off for the function (SET above), so the
 // probe cannot become one either.
+//
+// An entry another transaction holds locked is skipped, not waited for:
+// only a retention pass locks entries without holding the row's lock (it
+// releases a held entry, or rewrites a stale one, before it deletes rows),
+// so waiting for it while holding the row deadlocked with the pass's own
+// delete of the row. Either way the entry left behind no longer records
+// the row as it stands (the row's change is why this delete runs), so no
+// pass takes it for the row: a released one is dropped as stale, a held
+// one never matches the row's held probe, and the row's own new entry is
+// judged.
 func entryDelete(table, key, from, where string) string {
 	return `DELETE FROM ` + table + ` WHERE ctid = ANY (ARRAY(SELECT k.ctid FROM ` + from + `
-		CROSS JOIN LATERAL (SELECT t.ctid FROM ` + table + ` t WHERE ` + key + ` LIMIT 1) k
+		CROSS JOIN LATERAL (SELECT t.ctid FROM ` + table + ` t WHERE ` + key + ` LIMIT 1 FOR UPDATE SKIP LOCKED) k
 		WHERE ` + where + `))`
 }
 

@@ -58,9 +58,10 @@ const CollectBudget = retention.Budget
 // rows as at ten thousand.
 //
 // A held row can only become collectable when a row on its document
-// finishes later (or a finished row is linked to the document). The
-// finishing statement's own transaction queues the document (a trigger,
-// migration 0013), so the entry appears exactly when the finish commits;
+// finishes later, or a finished row is linked to the document or changes a
+// column the keep rules compare (its owner, say, by SQL). The writing
+// statement's own transaction queues the document (a trigger, migrations
+// 0013 and 0018), so the entry appears exactly when the write commits;
 // every pass first consumes the queue and moves the held rows of its
 // documents back among the rows to judge, reading those and nothing else,
 // and places them at the pass's now (just before its cutoff, if that is
