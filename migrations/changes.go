@@ -210,14 +210,26 @@ var queueChange0013 = []string{"state", "document_id"}
 
 // pgFinishedFunction queues the document of every row that finishes, or
 // that changes one of changed while finished (a change that may supersede
-// the rows a pass held on that document). One statement-level trigger per
+// the rows a pass held on that document), and with keyMoves of every
+// finished row whose key the statement changed. One statement-level trigger per
 // statement, not one call per row: a batched commit of hundreds of rows
 // writes the queue in one INSERT. Rows where none of changed moved (a
 // heartbeat, a claim) write nothing.
-func pgFinishedFunction(changed []string) string {
+func pgFinishedFunction(changed []string, keyMoves bool) string {
 	var cond []string
 	for _, c := range changed {
 		cond = append(cond, "o."+c+" IS DISTINCT FROM n."+c)
+	}
+	// A row whose key the statement changed has no old row to be matched
+	// with: it is queued as an insert is (since 0018).
+	moved := ""
+	if keyMoves {
+		moved = `
+				INSERT INTO kubun_connector_retention_finished (document_id)
+				SELECT DISTINCT n.document_id FROM finished_new n
+				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
+					AND NOT EXISTS (SELECT 1 FROM finished_old o
+						WHERE o.caller_did = n.caller_did AND o.operation_id = n.operation_id);`
 	}
 	return `CREATE OR REPLACE FUNCTION kubun_connector_operation_finished() RETURNS trigger
 		LANGUAGE plpgsql AS $$
@@ -231,7 +243,7 @@ func pgFinishedFunction(changed []string) string {
 				SELECT DISTINCT n.document_id FROM finished_new n
 				JOIN finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
 				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
-					AND (` + strings.Join(cond, " OR ") + `);
+					AND (` + strings.Join(cond, " OR ") + `);` + moved + `
 			END IF;
 			RETURN NULL;
 		END $$`
@@ -276,7 +288,7 @@ func retentionQueueMigration() *gormigrate.Migration {
 					// writes the queue in one INSERT. Rows whose state and
 					// document did not change (a hold mark, a heartbeat)
 					// write nothing.
-					pgFinishedFunction(queueChange0013),
+					pgFinishedFunction(queueChange0013, false),
 					`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_ins ON kubun_connector_operation`,
 					`CREATE TRIGGER kubun_connector_operation_finished_ins AFTER INSERT ON kubun_connector_operation
 						REFERENCING NEW TABLE AS finished_new

@@ -16,7 +16,7 @@ const heldTable = "kubun_connector_retention_held"
 // releases the rows it may now supersede there. Before, only a state or
 // document change did, and a held row its owner's newer commit superseded
 // by such a move stayed held.
-var queueChange0018 = []string{"state", "document_id", "owner_did", "caller_did", "created_at"}
+var queueChange0018 = []string{"state", "document_id", "owner_did", "caller_did", "operation_id", "created_at"}
 
 // heldChange is pendingChange with the document: a held row is kept by
 // the keep rules of its document, so moving it to another one (or to none)
@@ -98,7 +98,7 @@ func retentionHeldMigration() *gormigrate.Migration {
 				`DROP INDEX IF EXISTS ` + pendingTable + `_owner_idx`,
 				`CREATE INDEX ` + pendingTable + `_owner_idx ON ` + pendingTable + ` (owner_did, ord, caller_did, operation_id)`,
 				pgHeldFunction,
-				pgFinishedFunction(queueChange0018),
+				pgFinishedFunction(queueChange0018, true),
 			})
 		},
 		Rollback: func(tx *gorm.DB) error {
@@ -113,12 +113,15 @@ func retentionHeldMigration() *gormigrate.Migration {
 				WHERE b.caller_did = ` + pendingTable + `.caller_did AND b.operation_id = ` + pendingTable + `.operation_id
 					AND b.updated_at = ` + pendingTable + `.updated_at AND b.ord < ` + pendingTable + `.ord)`
 			if tx.Dialector.Name() != "postgres" {
-				return execAll(tx, slices.Concat(sqliteDropPendingTriggers, []string{stale, dedupe, `DROP TABLE IF EXISTS ` + heldTable},
+				// The copy keeps each version's first entry (INSERT OR IGNORE
+				// in ord order): the correlated dedupe above is a range scan
+				// per entry on SQLite, 44 s for 50,000 entries.
+				return execAll(tx, slices.Concat(sqliteDropPendingTriggers, []string{stale, `DROP TABLE IF EXISTS ` + heldTable},
 					sqliteRebuildPending(`CREATE TABLE `+pendingTable+`_next (updated_at INTEGER NOT NULL, caller_did TEXT NOT NULL,
 						operation_id TEXT NOT NULL, owner_did TEXT NOT NULL, connector_name TEXT NOT NULL,
 						PRIMARY KEY (updated_at, caller_did, operation_id)) WITHOUT ROWID`,
-						`INSERT INTO `+pendingTable+`_next (updated_at, caller_did, operation_id, owner_did, connector_name)
-						SELECT updated_at, caller_did, operation_id, owner_did, connector_name FROM `+pendingTable,
+						`INSERT OR IGNORE INTO `+pendingTable+`_next (updated_at, caller_did, operation_id, owner_did, connector_name)
+						SELECT updated_at, caller_did, operation_id, owner_did, connector_name FROM `+pendingTable+` ORDER BY ord`,
 						`(owner_did, updated_at, caller_did, operation_id)`),
 					sqlitePendingTriggers,
 					[]string{`DROP TRIGGER IF EXISTS kubun_connector_operation_finished_upd`, sqliteFinishedUpd(queueChange0013)}))
@@ -126,7 +129,7 @@ func retentionHeldMigration() *gormigrate.Migration {
 			return execAll(tx, []string{
 				`LOCK TABLE kubun_connector_operation, ` + pendingTable + ` IN SHARE ROW EXCLUSIVE MODE`,
 				pgPendingFunction,
-				pgFinishedFunction(queueChange0013),
+				pgFinishedFunction(queueChange0013, false),
 				stale,
 				dedupe,
 				`ALTER TABLE ` + pendingTable + ` DROP CONSTRAINT ` + pendingTable + `_pkey`,
@@ -185,6 +188,8 @@ var pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pendi
 			IF EXISTS (SELECT 1 FROM pending_old WHERE state IN ('committed', 'dead')) THEN
 				` + entryDelete(pendingTable, pendingKey, changedRows, "o.state IN ('committed', 'dead') AND "+heldChange) + `;
 				` + entryDelete(heldTable, heldKey, changedRows, "o.state IN ('committed', 'dead') AND "+heldChange) + `;
+				` + entryDelete(pendingTable, pendingKey, "pending_old o", "o.state IN ('committed', 'dead') AND "+keyMovedFrom) + `;
+				` + entryDelete(heldTable, heldKey, "pending_old o", "o.state IN ('committed', 'dead') AND "+keyMovedFrom) + `;
 			END IF;
 			IF EXISTS (SELECT 1 FROM pending_new WHERE state IN ('committed', 'dead')) THEN
 				INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
@@ -192,10 +197,25 @@ var pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pendi
 				FROM ` + changedRows + `
 				WHERE n.state IN ('committed', 'dead') AND ` + heldChange + `
 				` + pendingUpsert + `;
+				INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+				SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
+				FROM pending_new n WHERE n.state IN ('committed', 'dead') AND ` + keyMovedTo + `
+				` + pendingUpsert + `;
 			END IF;
 		END IF;
 		RETURN NULL;
 	END $$`
+
+// keyMovedFrom and keyMovedTo pick, among an UPDATE's old rows (o) and new
+// rows (n), those whose key the statement changed (by SQL: an operation's
+// caller or id): they have no row on the other side to be matched with, so
+// the trigger takes the old ones for deleted and the new ones for
+// inserted. Matched on the key only, such a row kept its old entry, which
+// a pass then dropped as stale, and got no entry of its own: never judged.
+const (
+	keyMovedFrom = "NOT EXISTS (SELECT 1 FROM pending_new k WHERE k.caller_did = o.caller_did AND k.operation_id = o.operation_id)"
+	keyMovedTo   = "NOT EXISTS (SELECT 1 FROM pending_old k WHERE k.caller_did = n.caller_did AND k.operation_id = n.operation_id)"
+)
 
 // changedRows are an UPDATE's rows, old (o) beside new (n).
 const changedRows = "pending_old o JOIN pending_new n ON n.caller_did = o.caller_did AND n.operation_id = o.operation_id"
@@ -245,11 +265,13 @@ var sqliteHeldTriggers = []string{
 		BEGIN INSERT OR REPLACE INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
 			VALUES (NEW.updated_at, NEW.updated_at, NEW.caller_did, NEW.operation_id, NEW.owner_did, NEW.connector_name); END`,
 	`CREATE TRIGGER IF NOT EXISTS kubun_connector_operation_pending_upd
-		AFTER UPDATE OF state, updated_at, owner_did, connector_name, document_id ON kubun_connector_operation
+		AFTER UPDATE OF state, updated_at, owner_did, connector_name, document_id, caller_did, operation_id
+		ON kubun_connector_operation
 		FOR EACH ROW WHEN (OLD.state IN ('committed', 'dead') OR NEW.state IN ('committed', 'dead'))
 			AND (OLD.state IS NOT NEW.state OR OLD.updated_at IS NOT NEW.updated_at
 				OR OLD.owner_did IS NOT NEW.owner_did OR OLD.connector_name IS NOT NEW.connector_name
-				OR OLD.document_id IS NOT NEW.document_id)
+				OR OLD.document_id IS NOT NEW.document_id OR OLD.caller_did IS NOT NEW.caller_did
+				OR OLD.operation_id IS NOT NEW.operation_id)
 		BEGIN
 			DELETE FROM ` + pendingTable + ` WHERE ord = OLD.updated_at
 				AND caller_did = OLD.caller_did AND operation_id = OLD.operation_id;
