@@ -222,14 +222,10 @@ func pgFinishedFunction(changed []string, keyMoves bool) string {
 	}
 	// A row whose key the statement changed has no old row to be matched
 	// with: it is queued as an insert is (since 0018).
-	moved := ""
+	join := "JOIN"
 	if keyMoves {
-		moved = `
-				INSERT INTO kubun_connector_retention_finished (document_id)
-				SELECT DISTINCT n.document_id FROM finished_new n
-				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
-					AND NOT EXISTS (SELECT 1 FROM finished_old o
-						WHERE o.caller_did = n.caller_did AND o.operation_id = n.operation_id);`
+		join = "LEFT JOIN"
+		cond = append([]string{"o.caller_did IS NULL"}, cond...)
 	}
 	return `CREATE OR REPLACE FUNCTION kubun_connector_operation_finished() RETURNS trigger
 		LANGUAGE plpgsql AS $$
@@ -241,9 +237,9 @@ func pgFinishedFunction(changed []string, keyMoves bool) string {
 			ELSE
 				INSERT INTO kubun_connector_retention_finished (document_id)
 				SELECT DISTINCT n.document_id FROM finished_new n
-				JOIN finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
+				` + join + ` finished_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id
 				WHERE n.state IN ('committed', 'dead') AND n.document_id IS NOT NULL
-					AND (` + strings.Join(cond, " OR ") + `);` + moved + `
+					AND (` + strings.Join(cond, " OR ") + `);
 			END IF;
 			RETURN NULL;
 		END $$`

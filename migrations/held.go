@@ -175,10 +175,7 @@ var pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pendi
 	LANGUAGE plpgsql SET enable_seqscan = off AS $$
 	BEGIN
 		IF TG_OP = 'INSERT' THEN
-			INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
-			SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
-			FROM pending_new n WHERE n.state IN ('committed', 'dead')
-			` + pendingUpsert + `;
+			` + entryInsert("pending_new n", "n.state IN ('committed', 'dead')") + `;
 		ELSIF TG_OP = 'DELETE' THEN
 			IF EXISTS (SELECT 1 FROM pending_old WHERE state IN ('committed', 'dead')) THEN
 				` + entryDelete(pendingTable, pendingKey, "pending_old o", "o.state IN ('committed', 'dead')") + `;
@@ -186,39 +183,40 @@ var pgHeldFunction = `CREATE OR REPLACE FUNCTION kubun_connector_operation_pendi
 			END IF;
 		ELSE
 			IF EXISTS (SELECT 1 FROM pending_old WHERE state IN ('committed', 'dead')) THEN
-				` + entryDelete(pendingTable, pendingKey, changedRows, "o.state IN ('committed', 'dead') AND "+heldChange) + `;
-				` + entryDelete(heldTable, heldKey, changedRows, "o.state IN ('committed', 'dead') AND "+heldChange) + `;
-				` + entryDelete(pendingTable, pendingKey, "pending_old o", "o.state IN ('committed', 'dead') AND "+keyMovedFrom) + `;
-				` + entryDelete(heldTable, heldKey, "pending_old o", "o.state IN ('committed', 'dead') AND "+keyMovedFrom) + `;
+				` + entryDelete(pendingTable, pendingKey, oldRows, "o.state IN ('committed', 'dead') AND "+changedOrMoved) + `;
+				` + entryDelete(heldTable, heldKey, oldRows, "o.state IN ('committed', 'dead') AND "+changedOrMoved) + `;
 			END IF;
 			IF EXISTS (SELECT 1 FROM pending_new WHERE state IN ('committed', 'dead')) THEN
-				INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
-				SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
-				FROM ` + changedRows + `
-				WHERE n.state IN ('committed', 'dead') AND ` + heldChange + `
-				` + pendingUpsert + `;
-				INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
-				SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
-				FROM pending_new n WHERE n.state IN ('committed', 'dead') AND ` + keyMovedTo + `
-				` + pendingUpsert + `;
+				` + entryInsert(newRows, "n.state IN ('committed', 'dead') AND "+changedOrMoved) + `;
 			END IF;
 		END IF;
 		RETURN NULL;
 	END $$`
 
-// keyMovedFrom and keyMovedTo pick, among an UPDATE's old rows (o) and new
-// rows (n), those whose key the statement changed (by SQL: an operation's
-// caller or id): they have no row on the other side to be matched with, so
-// the trigger takes the old ones for deleted and the new ones for
-// inserted. Matched on the key only, such a row kept its old entry, which
-// a pass then dropped as stale, and got no entry of its own: never judged.
+// oldRows and newRows are an UPDATE's rows, old (o) and new (n), each
+// beside its other version where the statement kept its key.
 const (
-	keyMovedFrom = "NOT EXISTS (SELECT 1 FROM pending_new k WHERE k.caller_did = o.caller_did AND k.operation_id = o.operation_id)"
-	keyMovedTo   = "NOT EXISTS (SELECT 1 FROM pending_old k WHERE k.caller_did = n.caller_did AND k.operation_id = n.operation_id)"
+	oldRows = "pending_old o LEFT JOIN pending_new n ON n.caller_did = o.caller_did AND n.operation_id = o.operation_id"
+	newRows = "pending_new n LEFT JOIN pending_old o ON o.caller_did = n.caller_did AND o.operation_id = n.operation_id"
 )
 
-// changedRows are an UPDATE's rows, old (o) beside new (n).
-const changedRows = "pending_old o JOIN pending_new n ON n.caller_did = o.caller_did AND n.operation_id = o.operation_id"
+// changedOrMoved picks, among oldRows or newRows, the rows whose entries
+// change: those that changed what retention judges (heldChange), and those
+// whose key the statement changed (by SQL: an operation's caller or id),
+// which have no version on the other side to be matched with: the trigger
+// takes the old ones for deleted and the new ones for inserted. Matched on
+// the key only, such a row kept its old entry, which a pass then dropped
+// as stale, and got no entry of its own: never judged.
+const changedOrMoved = "(o.caller_did IS NULL OR n.caller_did IS NULL OR " + heldChange + ")"
+
+// entryInsert is the trigger's insert of an entry among the rows to judge
+// for each row n of from that where picks, placed at its updated_at.
+func entryInsert(from, where string) string {
+	return `INSERT INTO ` + pendingTable + ` (ord, updated_at, caller_did, operation_id, owner_did, connector_name)
+		SELECT n.updated_at, n.updated_at, n.caller_did, n.operation_id, n.owner_did, n.connector_name
+		FROM ` + from + ` WHERE ` + where + `
+		` + pendingUpsert
+}
 
 // pendingKey and heldKey match an entry t of the rows to judge, or of the
 // held rows, to the row o it was written for, on the table's primary key.
