@@ -53,12 +53,7 @@ func TestRetentionDuplicateEntriesAfterADocumentMove(t *testing.T) {
 		var entries []models.RetentionPending
 		require.NoError(t, e.db.Where("operation_id = 'r'").Order("ord").Find(&entries).Error)
 		t.Logf("r's entries: %+v", entries)
-		e.clock.Advance(time.Second)
-		for i := range 3 {
-			_, err := e.repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
-			require.NoError(t, err, "pass %d", i)
-		}
-		require.True(t, held(t, e, "r"))
+		requirePassesHoldR(t, e)
 	})
 }
 
@@ -67,16 +62,31 @@ func TestRetentionDuplicateEntriesAfterADocumentMove(t *testing.T) {
 func TestRetentionDuplicateEntriesAfterAnOwnerRoundTrip(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		releaseUnjudged(t, e)
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o9' WHERE operation_id = 'r'`).Error)
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o1' WHERE operation_id = 'r'`).Error)
-		e.clock.Advance(time.Second)
-		for i := range 3 {
-			_, err := e.repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
-			require.NoError(t, err, "pass %d", i)
-		}
-		require.True(t, held(t, e, "r"))
+		ownerRoundTrip(t, e)
+		requirePassesHoldR(t, e)
 	})
+}
+
+// ownerRoundTrip gives r two entries recording it as it stands: released
+// by a pass that does not judge it (releaseUnjudged), its owner then goes
+// to o9 and back, at the same updated_at.
+func ownerRoundTrip(t *testing.T, e *env) {
+	t.Helper()
+	releaseUnjudged(t, e)
+	require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o9' WHERE operation_id = 'r'`).Error)
+	require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o1' WHERE operation_id = 'r'`).Error)
+}
+
+// requirePassesHoldR runs three passes, none of which may fail, after
+// which r (kept) is held.
+func requirePassesHoldR(t *testing.T, e *env) {
+	t.Helper()
+	e.clock.Advance(time.Second)
+	for i := range 3 {
+		_, err := e.repo.CollectFinishedOperations(ctx(t), repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 10})
+		require.NoError(t, err, "pass %d", i)
+	}
+	require.True(t, held(t, e, "r"))
 }
 
 // TestRetentionHeldRollbackKeepsTheCurrentEntry: r gets two entries with
@@ -201,33 +211,10 @@ func TestRetentionConcurrentOwnerChangesConverge(t *testing.T) {
 	t.Parallel()
 	forEachPG(t, func(t *testing.T, e *env) {
 		owners, docs := []string{"o0", "o1", "o2"}, []string{"d0", "d1", "d2"}
-		var repos []*repository.Repository
-		for _, o := range owners {
-			s, err := e.repo.WithScopes(ctx(t), scopes.Owner(o))
-			require.NoError(t, err)
-			repos = append(repos, s)
-		}
-		repos = append(repos, e.repo)
 		stop := make(chan struct{})
 		errs := make(chan error, 100)
 		var passes, writers sync.WaitGroup
-		for i := range 3 {
-			passes.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(i), 3))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if _, err := repos[r.IntN(len(repos))].CollectFinishedOperations(context.Background(),
-						repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 1 + r.IntN(3)}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
+		passUntilStopped(e, passRepos(t, e, owners), 3, 3, stop, errs, &passes)
 		db := openDSN(t, e.kind, e.dsn)
 		for w := range 3 {
 			writers.Go(func() {

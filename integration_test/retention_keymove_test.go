@@ -19,30 +19,7 @@ import (
 func TestRetentionCallerChangeOfANewerRowReleases(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		seedOps(t, e, []models.Operation{
-			docRow("a", models.OperationCommitted, "c1", "o1", "d", 1, 10),
-			docRow("b", models.OperationCommitted, "c2", "o1", "d", 2, 11),
-		})
-		require.Zero(t, passWith(t, e, e.repo, ""))
-		require.True(t, held(t, e, "a"))
-		require.True(t, held(t, e, "b"))
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET caller_did = 'c1' WHERE operation_id = 'b'`).Error)
-		var all []models.Operation
-		require.NoError(t, e.db.Find(&all).Error)
-		for i := range all {
-			if all[i].OperationID == "a" {
-				require.True(t, refCollectable(all, &all[i]), "a is collectable by the keep rules")
-			}
-		}
-		var q int64
-		require.NoError(t, e.db.Raw(`SELECT count(*) FROM kubun_connector_retention_finished`).Scan(&q).Error)
-		t.Logf("queue entries after the caller change: %d", q)
-		e.clock.Advance(time.Second)
-		for range 5 {
-			passWith(t, e, e.repo, "")
-		}
-		t.Logf("held: %v waiting: %v", heldIDs(t, e), waitingIDs(t, e))
-		require.False(t, stored(t, e, "a"), "a, collectable, stays held (leak)")
+		requireSiblingMoveReleases(t, e, docRow("b", models.OperationCommitted, "c2", "o1", "d", 2, 11), "caller_did = 'c1'")
 	})
 }
 

@@ -191,13 +191,7 @@ func TestRetentionConvergence(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		const writers, perWriter = 4, 40
 		callers, owners, docs := []string{"c0", "c1", "c2"}, []string{"o0", "o1"}, []string{"d0", "d1", "d2"}
-		var passers []*repository.Repository
-		for _, o := range owners {
-			r, err := e.repo.WithScopes(ctx(t), scopes.Owner(o))
-			require.NoError(t, err)
-			passers = append(passers, r)
-		}
-		passers = append(passers, e.repo)
+		passers := passRepos(t, e, owners)
 		cursors := []string{"", "named"}
 
 		var finished sync.Map // operation id → the row as it finished

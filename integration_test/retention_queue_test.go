@@ -19,28 +19,34 @@ import (
 func TestRetentionOwnerChangeOfANewerRowReleases(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		seedOps(t, e, []models.Operation{
-			docRow("a", models.OperationCommitted, "c1", "o1", "d", 1, 10),
-			docRow("b", models.OperationCommitted, "c1", "o2", "d", 2, 11),
-		})
-		require.Zero(t, passWith(t, e, e.repo, ""))
-		require.True(t, held(t, e, "a"))
-		require.True(t, held(t, e, "b"))
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o1' WHERE operation_id = 'b'`).Error)
-		var all []models.Operation
-		require.NoError(t, e.db.Find(&all).Error)
-		for i := range all {
-			if all[i].OperationID == "a" {
-				require.True(t, refCollectable(all, &all[i]), "a is collectable by the keep rules")
-			}
-		}
-		e.clock.Advance(time.Second)
-		for range 5 {
-			passWith(t, e, e.repo, "")
-		}
-		t.Logf("held: %v waiting: %v", heldIDs(t, e), waitingIDs(t, e))
-		require.False(t, stored(t, e, "a"), "a, collectable, stays held (leak)")
+		requireSiblingMoveReleases(t, e, docRow("b", models.OperationCommitted, "c1", "o2", "d", 2, 11), "owner_did = 'o1'")
 	})
+}
+
+// requireSiblingMoveReleases seeds a (caller c1, owner o1, document d),
+// then b, a newer commit on d that shares one of a's caller and owner;
+// after a pass holds both, b is changed by set (SQL) to share the other
+// too, which makes a collectable; the passes after it must collect a.
+func requireSiblingMoveReleases(t *testing.T, e *env, b models.Operation, set string) {
+	t.Helper()
+	seedOps(t, e, []models.Operation{docRow("a", models.OperationCommitted, "c1", "o1", "d", 1, 10), b})
+	require.Zero(t, passWith(t, e, e.repo, ""))
+	require.True(t, held(t, e, "a"))
+	require.True(t, held(t, e, "b"))
+	require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET `+set+` WHERE operation_id = 'b'`).Error)
+	var all []models.Operation
+	require.NoError(t, e.db.Find(&all).Error)
+	for i := range all {
+		if all[i].OperationID == "a" {
+			require.True(t, refCollectable(all, &all[i]), "a is collectable by the keep rules")
+		}
+	}
+	e.clock.Advance(time.Second)
+	for range 5 {
+		passWith(t, e, e.repo, "")
+	}
+	t.Logf("held: %v waiting: %v", heldIDs(t, e), waitingIDs(t, e))
+	require.False(t, stored(t, e, "a"), "a, collectable, stays held (leak)")
 }
 
 // TestRetentionRequeueRacingReleaseDoesNotDeadlock (PostgreSQL): r, a dead row on d, is

@@ -45,33 +45,10 @@ func TestRetentionWritePathsConverge(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		callers, owners, docs := []string{"c0", "c1", "c2"}, []string{"o0", "o1"}, []string{"d0", "d1", "d2"}
-		var passers []*repository.Repository
-		for _, o := range owners {
-			r, err := e.repo.WithScopes(ctx(t), scopes.Owner(o))
-			require.NoError(t, err)
-			passers = append(passers, r)
-		}
-		passers = append(passers, e.repo)
 		stop := make(chan struct{})
 		errs := make(chan error, 1000)
 		var passes, work sync.WaitGroup
-		for i := range 2 {
-			passes.Go(func() {
-				r := rand.New(rand.NewPCG(uint64(i), 11))
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if _, err := passers[r.IntN(len(passers))].CollectFinishedOperations(context.Background(),
-						repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 1 + r.IntN(3)}); err != nil {
-						errs <- fmt.Errorf("pass: %w", err)
-						return
-					}
-				}
-			})
-		}
+		passUntilStopped(e, passRepos(t, e, owners), 2, 11, stop, errs, &passes)
 		bg := context.Background()
 		for w := range 3 {
 			work.Go(func() {
@@ -189,9 +166,7 @@ func TestRetentionWritePathsConverge(t *testing.T) {
 func TestRetentionCountWithDuplicateEntries(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
-		releaseUnjudged(t, e)
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o9' WHERE operation_id = 'r'`).Error)
-		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_operation SET owner_did = 'o1' WHERE operation_id = 'r'`).Error)
+		ownerRoundTrip(t, e)
 		// r now collectable: newer commit of c1/o1 on d; plus collectable rows without document.
 		var rows []models.Operation
 		rows = append(rows, docRow("n", models.OperationCommitted, "c1", "o1", "d", 3, 5))
@@ -244,4 +219,42 @@ func TestRetentionPassInARolledBackTransaction(t *testing.T) {
 		require.False(t, stored(t, e, "r"))
 		requireOnePlace(t, e)
 	})
+}
+
+// passRepos is a repository scoped to each of owners, then the unscoped
+// one: the passes a convergence test runs side by side.
+func passRepos(t *testing.T, e *env, owners []string) []*repository.Repository {
+	t.Helper()
+	var repos []*repository.Repository
+	for _, o := range owners {
+		r, err := e.repo.WithScopes(ctx(t), scopes.Owner(o))
+		require.NoError(t, err)
+		repos = append(repos, r)
+	}
+	return append(repos, e.repo)
+}
+
+// passUntilStopped starts n goroutines (in passes) that run passes through
+// a repository of repos picked at random (seeded by seed), with a far
+// cutoff and a limit of 1 to 3, until stop closes; a pass's error goes to
+// errs and ends its goroutine.
+func passUntilStopped(e *env, repos []*repository.Repository, n int, seed uint64, stop <-chan struct{}, errs chan<- error,
+	passes *sync.WaitGroup) {
+	for i := range n {
+		passes.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), seed))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := repos[r.IntN(len(repos))].CollectFinishedOperations(context.Background(),
+					repository.CollectParams{Before: e.clock.At(time.Hour), Limit: 1 + r.IntN(3)}); err != nil {
+					errs <- fmt.Errorf("pass: %w", err)
+					return
+				}
+			}
+		})
+	}
 }
