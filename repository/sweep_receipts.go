@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/jsonrows"
@@ -145,12 +147,37 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 // statement (store.InsertCandidates), leaving existing ones as they are; the
 // rows' document, source and model ids travel as a row source (one JSON
 // array per column on PostgreSQL, one of objects on SQLite; see jsonTable).
+//
+// The rows go in document order, each document once: its first occurrence
+// in the input, the one the seed's insert per candidate (ON CONFLICT DO
+// NOTHING, in input order) keeps. The key ends with the document, so each
+// batch extends the key's index ranges in order instead of landing on pages
+// all over them.
+//
+// When no candidate of the receipt's key exists yet (a new relist; one
+// probe of the key, under the partition lock every recorder holds), nothing
+// can conflict, and the statements are plain INSERTs: on PostgreSQL, ON
+// CONFLICT inserts each row speculatively (a probe of the key, the insert,
+// then its confirmation), a fifth of a batch's time. The probe is the key's
+// alone, without the repository's scopes: a key is unique whatever they
+// admit. A writer that
+// inserts candidates without the partition lock (another implementation
+// sharing the database) can still race the probe: its row makes a plain
+// INSERT fail on the key, the transaction rolls back, and the retry
+// (RecordRelistReceipt re-runs a transaction that met a taken key) finds
+// the key's rows and keeps them as they are.
 func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []CandidateInput, now int64) error {
+	taken, err := exists(tx.Session(&gorm.Session{NewDB: true}).Model(&models.SweepCandidate{}).Scopes(key.scope))
+	if err != nil {
+		return err
+	}
+	order := inDocumentOrder(in)
 	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
-	rows := make([][]any, 0, min(candidateBatch, len(in)))
-	for start := 0; start < len(in); start += candidateBatch {
+	rows := make([][]any, 0, min(candidateBatch, len(order)))
+	for start := 0; start < len(order); start += candidateBatch {
 		rows = rows[:0]
-		for _, c := range in[start:min(start+candidateBatch, len(in))] {
+		for _, i := range order[start:min(start+candidateBatch, len(order))] {
+			c := in[i]
 			rows = append(rows, []any{c.DocumentID, c.SourceID, c.ModelID})
 		}
 		from, vars, err := jsonTable(d.Name(), cols, rows)
@@ -158,12 +185,27 @@ func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []Candi
 			return err
 		}
 		err = store.InsertCandidates(tx, key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance,
-			models.CandidatePending, now, from, vars)
+			models.CandidatePending, now, from, vars, taken)
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// inDocumentOrder returns the indexes of in's candidates by document id,
+// each document's first occurrence only.
+func inDocumentOrder(in []CandidateInput) []int {
+	order := make([]int, len(in))
+	for i := range order {
+		order[i] = i
+	}
+	byDocument := func(a, b int) int { return strings.Compare(in[a].DocumentID, in[b].DocumentID) }
+	if !slices.IsSortedFunc(order, byDocument) {
+		// Stable: among equal documents the first occurrence stays first.
+		slices.SortStableFunc(order, byDocument)
+	}
+	return slices.CompactFunc(order, func(a, b int) bool { return in[a].DocumentID == in[b].DocumentID })
 }
 
 func validateReceipt(rec RelistReceipt, candidates []CandidateInput) error {

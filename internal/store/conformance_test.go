@@ -132,10 +132,21 @@ var storeCases = []storeCase{
 			jsonrows.Text("v_model_id")}, [][]any{{"d1", nil, "m"}, {"d2", "src", "m"}, {"d1", nil, "m"}})
 		require.NoError(t, err)
 		for range 2 { // a second insert leaves them as they are
-			require.NoError(t, store.InsertCandidates(e.DB, "store", "crm", "p", "prov", models.CandidatePending, 7, from, vars))
+			require.NoError(t, store.InsertCandidates(e.DB, "store", "crm", "p", "prov", models.CandidatePending, 7, from, vars, true))
 		}
 		var n int64
 		require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"prov"})).Count(&n).Error)
+		require.Equal(t, int64(2), n)
+		// The plain form: fresh rows go in; a taken key is a unique
+		// violation, which the recorder's retry relies on, and inserts nothing.
+		fresh, freshVars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"),
+			jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}, [][]any{{"d1", nil, "m"}, {"d2", nil, "m"}})
+		require.NoError(t, err)
+		require.NoError(t, store.InsertCandidates(e.DB, "store", "crm", "p", "plain", models.CandidatePending, 7, fresh, freshVars, false))
+		err = store.InsertCandidates(e.DB, "store", "crm", "p", "plain", models.CandidatePending, 8, fresh, freshVars, false)
+		require.Error(t, err)
+		require.ErrorIs(t, e.DB.Dialector.(gorm.ErrorTranslator).Translate(err), gorm.ErrDuplicatedKey)
+		require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"plain"})).Where("updated_at = 7").Count(&n).Error)
 		require.Equal(t, int64(2), n)
 		require.NoError(t, hooks.SkipLock(e.DB).Create(&models.SweepReceipt{OwnerDID: "store", ConnectorName: "crm", Partition: "p",
 			Provenance: "prov", Sequence: 3, ModelID: "m", SourceFetchHLC: "h", Kind: "full", Complete: 1}).Error)

@@ -20,17 +20,25 @@ var Uncommitted = clause.Expr{SQL: "committed_at IS NULL"}
 
 // InsertCandidates inserts the candidate rows of from (a jsonrows source
 // with columns v_document_id, v_source_id and v_model_id, aliased v, and its
-// values) under one receipt key, in state, leaving existing ones as they
-// are. The statement is written out rather than built from structs: a
-// relist can carry 100k candidates, and per-row reflection would cost more
-// than the inserts; the key and the constants are bound once per statement.
+// values) under one receipt key, in state. With keep set, rows whose key
+// exists are left as they are (ON CONFLICT DO NOTHING); without it the
+// statement is a plain INSERT, for a caller that knows no row of the key
+// exists and none of its rows repeats a document, and a conflict is a
+// unique violation. The statement is written out rather than built from
+// structs: a relist can carry 100k candidates, and per-row reflection would
+// cost more than the inserts; the key and the constants are bound once per
+// statement.
 func InsertCandidates(tx *gorm.DB, owner, connector, partition, provenance, state string, now int64,
-	from string, vars []any) error {
+	from string, vars []any, keep bool) error {
 	// WHERE true: SQLite's upsert after a SELECT needs it.
+	conflict := ""
+	if keep {
+		conflict = " ON CONFLICT DO NOTHING"
+	}
 	return tx.Exec(`INSERT INTO kubun_connector_sweep_candidate (owner_did, connector_name, "partition", provenance,
 		document_id, source_id, model_id, state, attempts, apply_failures, updated_at, next_attempt_at)
 		SELECT CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), v.v_document_id, v.v_source_id,
-			v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true ON CONFLICT DO NOTHING`,
+			v.v_model_id, CAST(? AS TEXT), 0, 0, CAST(? AS BIGINT), 0 FROM `+from+` WHERE true`+conflict,
 		append([]any{owner, connector, partition, provenance, state, now}, vars...)...).Error
 }
 
