@@ -221,3 +221,41 @@ func Release(db *gorm.DB, docs []string, at int64) error {
 	}
 	return db.Exec(unhold, docs).Error
 }
+
+// HeldRowsOf selects, through db, the journal rows (caller_did,
+// operation_id) of the held entries of the documents docs: the rows a
+// release of docs puts back, for the caller to lock.
+func HeldRowsOf(db *gorm.DB, docs []string) *gorm.DB {
+	return db.Table("kubun_connector_operation").Select("caller_did, operation_id").
+		Where(`(caller_did, operation_id) IN (SELECT caller_did, operation_id FROM `+HeldTable+` WHERE document_id IN ?)`, docs)
+}
+
+// busyDocuments is, among the documents of its second value, those with a held row the
+// locking subquery (?, HeldRowsOf with its lock) did not return: a row
+// another transaction holds. One statement, so both readings of the rows
+// see the same snapshot; the CTE is materialized so the lock runs once.
+var busyDocuments = `WITH locked AS MATERIALIZED (?)
+	SELECT DISTINCT h.document_id FROM ` + HeldTable + ` h
+	JOIN kubun_connector_operation j ON j.caller_did = h.caller_did AND j.operation_id = h.operation_id
+	WHERE h.document_id IN ?
+		AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.caller_did = j.caller_did AND l.operation_id = j.operation_id)`
+
+// BusyDocuments runs locked (HeldRowsOf(docs) under a row lock that skips
+// rows another transaction holds) through db and returns the documents
+// among docs with a held row it skipped. Without row locks (SQLite's
+// single writer) it returns none.
+func BusyDocuments(db *gorm.DB, locked *gorm.DB, docs []string) ([]string, error) {
+	var busy []string
+	err := db.Raw(busyDocuments, locked, docs).Scan(&busy).Error
+	return busy, err
+}
+
+// Requeue puts the documents docs back on the queue of documents on which
+// a row finished, for a later pass to release, through db.
+func Requeue(db *gorm.DB, docs []string) error {
+	rows := make([]models.RetentionFinished, len(docs))
+	for i, d := range docs {
+		rows[i] = models.RetentionFinished{DocumentID: d}
+	}
+	return db.Create(&rows).Error
+}
