@@ -128,56 +128,19 @@ const lockNamespace = 0x72657465
 // a time, unscoped (the queue and a document's holds are the
 // store's, not a tenant's). It costs what finished since the last pass;
 // nothing finished is one probe.
-//
-// Before it writes an entry for a row, the release locks the row (a shared
-// lock, skipping a row another transaction holds): a writer's trigger
-// writes a row's entries only while it holds the row, so no writer can
-// then wait on an entry the release wrote while the pass waits on the
-// writer's row (a row released at its own updated_at, just before the
-// cutoff, has its entry where a writer that keeps the row's updated_at
-// writes it). A document with a row another transaction holds is left
-// held and queued again, once the loop is done, for a later pass: nothing
-// the pass does waits on a writer here, and the writer waits for the pass
-// at the row itself.
 func (p Pass) release() error {
-	var busy []string
 	for {
 		docs, err := store.ConsumeFinished(p.Base(), holdPage)
-		if err != nil {
+		if err != nil || len(docs) == 0 {
 			return err
-		}
-		if len(docs) == 0 {
-			break
 		}
 		taken := len(docs)
 		slices.Sort(docs)
 		docs = slices.Compact(docs)
-		locked := p.Dialect.LockRows(store.HeldRowsOf(p.Base(), docs), true, true)
-		skipped, err := store.BusyDocuments(p.Base(), locked, docs)
-		if err != nil {
+		if err := store.Release(p.Base(), docs, p.Released); err != nil || taken < holdPage {
 			return err
 		}
-		if len(skipped) > 0 {
-			busy = append(busy, skipped...)
-			slices.Sort(skipped)
-			docs = slices.DeleteFunc(docs, func(d string) bool {
-				_, found := slices.BinarySearch(skipped, d)
-				return found
-			})
-		}
-		if len(docs) > 0 {
-			if err := store.Release(p.Base(), docs, p.Released); err != nil {
-				return err
-			}
-		}
-		if taken < holdPage {
-			break
-		}
 	}
-	if len(busy) == 0 {
-		return nil
-	}
-	return store.Requeue(p.Base(), busy)
 }
 
 // holdPage is the queue entries one release consumes at once.
