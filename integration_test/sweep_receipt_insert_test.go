@@ -103,8 +103,9 @@ func TestRecordReceiptLeavesExistingCandidates(t *testing.T) {
 // TestRecordReceiptRacingWriterWithoutLock: a writer that takes no
 // partition lock commits a candidate of the receipt's key after the
 // recorder's probe found none and before its plain INSERT. The INSERT
-// fails on the key, the transaction rolls back and runs again, now keeping
-// the racer's row as it is: the relist lands once, every document stored
+// fails on the key and is rolled back to its savepoint; the general path
+// (input order, ON CONFLICT DO NOTHING) then keeps the racer's row as it
+// is: the relist lands once, in one transaction, every document stored
 // once, the racer's candidate untouched.
 func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 	t.Parallel()
@@ -136,14 +137,14 @@ func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 		require.True(t, ok)
 		require.False(t, armed.Load(), "the racer ran")
 		require.Equal(t, int32(1), plain.Load(), "one plain INSERT, which failed")
-		require.Equal(t, int32(2), keeping.Load(), "the retry keeps what exists")
+		require.Equal(t, int32(2), keeping.Load(), "the general path keeps what exists")
 		c := candidate(t, e, "p1", "doc-000700")
 		require.Equal(t, models.CandidatePresent, c.State)
 		require.Equal(t, "racer", *c.SourceID)
 		require.Equal(t, int64(1500), count(t, e.db, &models.SweepCandidate{}))
 		s := sweepSnapshot(t, e)
 		require.Len(t, s.Receipts, 1)
-		require.Equal(t, int64(1), s.Receipts[0].Sequence, "the rolled-back attempt took no sequence")
+		require.Equal(t, int64(1), s.Receipts[0].Sequence, "one transaction, one sequence")
 		states := map[string]int{}
 		for _, c := range s.Candidates {
 			states[c.State]++

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
@@ -113,7 +112,7 @@ func (r *Repository) recordReceiptOnce(ctx context.Context, rec RelistReceipt, c
 			}
 		}
 		recorded = true
-		return insertCandidates(tx, r.dialect, rec.ReceiptKey, candidates, now)
+		return r.insertCandidates(tx, rec.ReceiptKey, candidates, now)
 	})
 	return recorded, err
 }
@@ -144,34 +143,59 @@ func insertReceipt(tx *gorm.DB, rec RelistReceipt, now int64) error {
 }
 
 // insertCandidates inserts the candidates pending, candidateBatch rows per
-// statement (store.InsertCandidates), leaving existing ones as they are; the
-// rows' document, source and model ids travel as a row source (one JSON
-// array per column on PostgreSQL, one of objects on SQLite; see jsonTable).
+// statement (store.InsertCandidates), leaving existing ones as they are;
+// the rows' document, source and model ids travel as a row source (one
+// JSON array per column on PostgreSQL, one of objects on SQLite; see
+// jsonTable).
 //
-// The rows go in document order, each document once: its first occurrence
-// in the input, the one the seed's insert per candidate (ON CONFLICT DO
-// NOTHING, in input order) keeps. The key ends with the document, so each
-// batch extends the key's index ranges in order instead of landing on pages
-// all over them.
-//
-// When no candidate of the receipt's key exists yet (a new relist; one
-// probe of the key, under the partition lock every recorder holds), nothing
-// can conflict, and the statements are plain INSERTs: on PostgreSQL, ON
-// CONFLICT inserts each row speculatively (a probe of the key, the insert,
-// then its confirmation), a fifth of a batch's time. The probe is the key's
-// alone, without the repository's scopes: a key is unique whatever they
-// admit. A writer that
-// inserts candidates without the partition lock (another implementation
-// sharing the database) can still race the probe: its row makes a plain
-// INSERT fail on the key, the transaction rolls back, and the retry
-// (RecordRelistReceipt re-runs a transaction that met a taken key) finds
-// the key's rows and keeps them as they are.
-func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []CandidateInput, now int64) error {
+// The seed inserts candidate by candidate, in input order, ON CONFLICT DO
+// NOTHING: a document named twice keeps its first occurrence, and a row
+// the key had already stays as it is. That is the general path here too,
+// in batches. Its fast case is a new relist: when one probe of the
+// receipt's key (under the partition lock every recorder holds; unscoped,
+// as the key's uniqueness is) finds no candidate, the rows go in document
+// order, each document once (its first occurrence), as plain INSERTs. On
+// PostgreSQL ON CONFLICT inserts each row speculatively (a probe of the
+// key, the insert, its confirmation), a fifth of a batch's time; and rows
+// in key order extend the key's index ranges instead of landing all over
+// them. The fast case runs under a savepoint of its own: if it meets the
+// key anyway (a writer that skips the partition lock committed a candidate
+// after the probe, a snapshot older than that writer, or a document
+// column whose collation equates ids that differ by byte), it is rolled
+// back to the savepoint and the general path runs, so the call stores
+// what the seed's would, or fails as it would, and the caller's
+// transaction is never left aborted by it.
+func (r *Repository) insertCandidates(tx *gorm.DB, key ReceiptKey, in []CandidateInput, now int64) error {
 	taken, err := exists(tx.Session(&gorm.Session{NewDB: true}).Model(&models.SweepCandidate{}).Scopes(key.scope))
 	if err != nil {
 		return err
 	}
-	order := inDocumentOrder(in)
+	if !taken {
+		if err := tx.SavePoint(candidatesSavepoint).Error; err != nil {
+			return err
+		}
+		err := r.insertCandidateRows(tx, key, in, inDocumentOrder(in), now, false)
+		if err == nil || !r.isDuplicateKey(err) {
+			return err
+		}
+		if err := tx.RollbackTo(candidatesSavepoint).Error; err != nil {
+			return err
+		}
+	}
+	order := make([]int, len(in))
+	for i := range order {
+		order[i] = i
+	}
+	return r.insertCandidateRows(tx, key, in, order, now, true)
+}
+
+// candidatesSavepoint names the savepoint of insertCandidates' fast case.
+const candidatesSavepoint = "connstore_candidates"
+
+// insertCandidateRows inserts in's candidates at the indexes order, in
+// that order, candidateBatch rows per statement; keep leaves rows whose key
+// exists as they are (see store.InsertCandidates).
+func (r *Repository) insertCandidateRows(tx *gorm.DB, key ReceiptKey, in []CandidateInput, order []int, now int64, keep bool) error {
 	cols := []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}
 	rows := make([][]any, 0, min(candidateBatch, len(order)))
 	for start := 0; start < len(order); start += candidateBatch {
@@ -180,12 +204,12 @@ func insertCandidates(tx *gorm.DB, d dialect.Dialect, key ReceiptKey, in []Candi
 			c := in[i]
 			rows = append(rows, []any{c.DocumentID, c.SourceID, c.ModelID})
 		}
-		from, vars, err := jsonTable(d.Name(), cols, rows)
+		from, vars, err := jsonTable(r.dialect.Name(), cols, rows)
 		if err != nil {
 			return err
 		}
 		err = store.InsertCandidates(tx, key.OwnerDID, key.ConnectorName, key.Partition, key.Provenance,
-			models.CandidatePending, now, from, vars, taken)
+			models.CandidatePending, now, from, vars, keep)
 		if err != nil {
 			return err
 		}
