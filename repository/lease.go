@@ -98,10 +98,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 // once: sorting the rows themselves swapped ~30-column structs n log n times,
 // a twentieth of the worker pool's CPU at a claim of a thousand.
 func inKeyOrder(ops []models.Operation) []models.Operation {
-	order := make([]int, len(ops))
-	for i := range order {
-		order[i] = i
-	}
+	order := positions(len(ops))
 	slices.SortFunc(order, func(a, b int) int {
 		return cmp.Or(strings.Compare(ops[a].CallerDID, ops[b].CallerDID), strings.Compare(ops[a].OperationID, ops[b].OperationID))
 	})

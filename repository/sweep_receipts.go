@@ -182,11 +182,7 @@ func (r *Repository) insertCandidates(tx *gorm.DB, key ReceiptKey, in []Candidat
 			return err
 		}
 	}
-	order := make([]int, len(in))
-	for i := range order {
-		order[i] = i
-	}
-	return r.insertCandidateRows(tx, key, in, order, now, true)
+	return r.insertCandidateRows(tx, key, in, positions(len(in)), now, true)
 }
 
 // candidatesSavepoint names the savepoint of insertCandidates' fast case.
@@ -220,10 +216,7 @@ func (r *Repository) insertCandidateRows(tx *gorm.DB, key ReceiptKey, in []Candi
 // inDocumentOrder returns the indexes of in's candidates by document id,
 // each document's first occurrence only.
 func inDocumentOrder(in []CandidateInput) []int {
-	order := make([]int, len(in))
-	for i := range order {
-		order[i] = i
-	}
+	order := positions(len(in))
 	byDocument := func(a, b int) int { return strings.Compare(in[a].DocumentID, in[b].DocumentID) }
 	if !slices.IsSortedFunc(order, byDocument) {
 		// Stable: among equal documents the first occurrence stays first.

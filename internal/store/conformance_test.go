@@ -138,7 +138,8 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Model(&models.SweepCandidate{}).Where(store.ProvenanceIn([]string{"prov"})).Count(&n).Error)
 		require.Equal(t, int64(2), n)
 		// The plain form: fresh rows go in; a taken key is a unique
-		// violation, which the recorder's retry relies on, and inserts nothing.
+		// violation, on which the recorder rolls back to its savepoint and
+		// takes the general form, and the statement inserts nothing.
 		fresh, freshVars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"),
 			jsonrows.Text("v_source_id"), jsonrows.Text("v_model_id")}, [][]any{{"d1", nil, "m"}, {"d2", nil, "m"}})
 		require.NoError(t, err)
