@@ -78,8 +78,15 @@ func setupPartitioned(t testing.TB) *env {
 // manual clock and id source.
 func setupLeg(t testing.TB, leg dbtest.Leg) *env {
 	t.Helper()
+	return setupAt(t, leg, dbtest.NewDSN(t, leg))
+}
+
+// setupAt is setupLeg on the empty database at dsn (dbtest.SetupAt): one a
+// test made with a locale, an encoding or a pooler of its own.
+func setupAt(t testing.TB, leg dbtest.Leg, dsn string) *env {
+	t.Helper()
 	clock, ids := newFakeClock(), connstoretest.NewIDs("id")
-	d := dbtest.Setup(t, leg, dbtest.Options{NewID: ids.Next,
+	d := dbtest.SetupAt(t, leg, dsn, dbtest.Options{NewID: ids.Next,
 		Repository: repository.Options{NowFunc: clock.Now, NewIDFunc: ids.Next}})
 	return &env{kind: leg.Kind, partitioned: leg.Partitioned, dsn: d.DSN, db: d.DB, repo: d.Repo, clock: clock, ids: ids}
 }

@@ -29,8 +29,7 @@ import (
 func TestRetentionReleaseAtTheCutoffEdgeIsBounded(t *testing.T) {
 	t.Parallel()
 	e := setup(t, pgKind)
-	x := docRow("x", models.OperationCommitted, "c1", "o1", "-", 1, 50) // no document: collectable
-	x.DocumentID = nil
+	x := undocRow("x", models.OperationCommitted, "c1", "o1", 1, 50) // no document: collectable
 	// Seeded in this order: the pass's delete locks rows in physical order,
 	// x before r.
 	seedOps(t, e, []models.Operation{x})
@@ -145,8 +144,7 @@ func multiRowWriterBesideARelease(t *testing.T, e *env, second []repository.Oper
 func TestRetentionMultiRowWriterBesideARelease(t *testing.T) {
 	t.Parallel()
 	forEachPG(t, func(t *testing.T, e *env) {
-		x := docRow("x", models.OperationDead, "c1", "o1", "-", 1, 10)
-		x.DocumentID = nil
+		x := undocRow("x", models.OperationDead, "c1", "o1", 1, 10)
 		seedOps(t, e, []models.Operation{x})
 		seedOps(t, e, []models.Operation{docRow("r", models.OperationDead, "c1", "o1", "d", 1, 10)})
 		holdWhere(t, e.db, "operation_id = 'r'")
@@ -163,8 +161,7 @@ func TestRetentionMultiRowWriterBesideARelease(t *testing.T) {
 func TestRetentionWriterOfTwoHeldRowsBesideARelease(t *testing.T) {
 	t.Parallel()
 	forEachPG(t, func(t *testing.T, e *env) {
-		x := docRow("x", models.OperationDead, "c1", "o1", "-", 1, 10)
-		x.DocumentID = nil
+		x := undocRow("x", models.OperationDead, "c1", "o1", 1, 10)
 		seedOps(t, e, []models.Operation{x})
 		seedOps(t, e, []models.Operation{
 			docRow("r1", models.OperationDead, "c1", "o1", "d", 1, 10),

@@ -25,6 +25,14 @@ func docRow(id, state, caller, owner, doc string, created, updated int64) models
 	return op
 }
 
+// undocRow is docRow linked to no document: a row the keep rules always
+// collect.
+func undocRow(id, state, caller, owner string, created, updated int64) models.Operation {
+	op := docRow(id, state, caller, owner, "-", created, updated)
+	op.DocumentID = nil
+	return op
+}
+
 // finishAt commits operation id with updated_at at.
 func finishAt(t *testing.T, db *gorm.DB, id string, at int64) {
 	t.Helper()

@@ -116,6 +116,27 @@ func refCollectable(all []models.Operation, o *models.Operation) bool {
 			refNewerExists(all, o, true, c, d) && refNewerExists(all, o, false, c, d))
 }
 
+// drainPasses runs unscoped passes until one deletes nothing, failing
+// after bound passes that each deleted rows.
+func drainPasses(t *testing.T, e *env, bound int) {
+	t.Helper()
+	for i := 0; passWith(t, e, e.repo, "") > 0; i++ {
+		require.Less(t, i, bound)
+	}
+}
+
+// collectableLeft names the finished rows among all that the keep rules
+// would collect.
+func collectableLeft(all []models.Operation) []string {
+	var left []string
+	for i := range all {
+		if (all[i].State == models.OperationCommitted || all[i].State == models.OperationDead) && refCollectable(all, &all[i]) {
+			left = append(left, all[i].OperationID)
+		}
+	}
+	return left
+}
+
 // requireNoHeldCollectable checks the no-leak invariant after a pass: no
 // held row (finished, with no entry among the rows to judge) is one the
 // keep rules would collect.

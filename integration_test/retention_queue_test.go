@@ -60,8 +60,7 @@ func requireSiblingMoveReleases(t *testing.T, e *env, b models.Operation, set st
 func TestRetentionRequeueRacingReleaseDoesNotDeadlock(t *testing.T) {
 	t.Parallel()
 	func(t *testing.T, e *env) {
-		x := docRow("x", models.OperationCommitted, "c1", "o1", "-", 1, 50) // no document: collectable
-		x.DocumentID = nil
+		x := undocRow("x", models.OperationCommitted, "c1", "o1", 1, 50) // no document: collectable
 		// x first: a lower physical id than r (the delete locks in id order).
 		seedOps(t, e, []models.Operation{x})
 		seedOps(t, e, []models.Operation{docRow("r", models.OperationDead, "c1", "o1", "d", 1, 10)})

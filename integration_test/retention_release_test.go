@@ -275,8 +275,7 @@ func TestRetentionActiveDocumentsDoNotStarvePasses(t *testing.T) {
 func TestRetentionReleaseRacingOwnerChange(t *testing.T) {
 	t.Parallel()
 	e := setup(t, pgKind)
-	x := docRow("x", models.OperationCommitted, "cx", "ox", "-", 1, 5) // no document: collectable
-	x.DocumentID = nil
+	x := undocRow("x", models.OperationCommitted, "cx", "ox", 1, 5) // no document: collectable
 	seedOps(t, e, []models.Operation{docRow("r", models.OperationCommitted, "c1", "o1", "d", 1, 10)})
 	require.Zero(t, passWith(t, e, e.repo, ""))
 	require.True(t, held(t, e, "r"))

@@ -142,18 +142,11 @@ func TestRetentionWritePathsConverge(t *testing.T) {
 		}
 		require.Empty(t, failed, "write paths and passes failed")
 		e.clock.Advance(time.Second)
-		for i := 0; passWith(t, e, e.repo, "") > 0; i++ {
-			require.Less(t, i, 500)
-		}
+		drainPasses(t, e, 500)
 		passWith(t, e, e.repo, "")
 		var all []models.Operation
 		require.NoError(t, e.db.Find(&all).Error)
-		var left []string
-		for i := range all {
-			if (all[i].State == models.OperationCommitted || all[i].State == models.OperationDead) && refCollectable(all, &all[i]) {
-				left = append(left, all[i].OperationID)
-			}
-		}
+		left := collectableLeft(all)
 		t.Logf("%d rows stored, held %d", len(all), len(heldIDs(t, e)))
 		require.Empty(t, left, "collectable rows left")
 		requireOnePlace(t, e)
@@ -171,8 +164,7 @@ func TestRetentionCountWithDuplicateEntries(t *testing.T) {
 		var rows []models.Operation
 		rows = append(rows, docRow("n", models.OperationCommitted, "c1", "o1", "d", 3, 5))
 		for i := range 6 {
-			x := docRow(fmt.Sprintf("x%d", i), models.OperationCommitted, "cx", "ox", "-", 1, int64(6+i))
-			x.DocumentID = nil
+			x := undocRow(fmt.Sprintf("x%d", i), models.OperationCommitted, "cx", "ox", 1, int64(6+i))
 			rows = append(rows, x)
 		}
 		seedOps(t, e, rows)

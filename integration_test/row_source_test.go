@@ -1,7 +1,6 @@
 package integrationtest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -11,10 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
-	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/connstore/connstore/scopes"
@@ -337,13 +334,7 @@ func TestBatchTextInASQLASCIIDatabase(t *testing.T) {
 	t.Parallel()
 	dsn := dbtest.NewDatabase(t, os.Getenv(pgEnv), dbtest.SchemaDSN(t, ""), "ascii_",
 		"ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
-	db := openDSN(t, pgKind, dsn)
-	e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
-	require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
-	require.NoError(t, migrations.Migrate(context.Background(), db))
-	var err error
-	e.repo, err = repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
-	require.NoError(t, err)
+	e := setupAt(t, dbtest.PG, dsn)
 	c := ctx(t)
 	for i, s := range []string{"é plain", "line\u2028sep", "para\u2029sep", "ctl\x01\x1f"} {
 		fs := leaseMany(t, e, fmt.Sprintf("ascii%d-", i), 3, time.Hour)

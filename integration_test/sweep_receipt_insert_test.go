@@ -2,9 +2,7 @@ package integrationtest
 
 import (
 	"fmt"
-	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/connstore/connstore/models"
@@ -111,47 +109,20 @@ func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 	t.Parallel()
 	forEachPG(t, func(t *testing.T, e *env) {
 		db, repo := instance(t, e, repository.Options{})
-		var armed atomic.Bool
-		armed.Store(true)
-		var plain, keeping atomic.Int32
-		require.NoError(t, db.Callback().Raw().Before("gorm:raw").Register("test:racing_candidate", func(tx *gorm.DB) {
-			sql := tx.Statement.SQL.String()
-			if !strings.HasPrefix(sql, "INSERT INTO kubun_connector_sweep_candidate") {
-				return
-			}
-			if strings.Contains(sql, "ON CONFLICT") {
-				keeping.Add(1)
-				return
-			}
-			plain.Add(1)
-			if armed.CompareAndSwap(true, false) {
-				// Another connection, committed at once.
-				require.NoError(t, e.db.Create(&models.SweepCandidate{OwnerDID: partition.OwnerDID,
-					ConnectorName: partition.ConnectorName, Partition: partition.Partition, Provenance: "p1",
-					DocumentID: "doc-000700", SourceID: models.StrPtr("racer"), ModelID: "contact",
-					State: models.CandidatePresent, UpdatedAt: 1}).Error)
-			}
-		}))
+		armed, plain, keeping := armRacer(t, e, db, "test:racing_candidate")
 		ok, err := repo.RecordRelistReceipt(ctx(t), receipt("p1"), manyCands(1500))
 		require.NoError(t, err)
 		require.True(t, ok)
 		require.False(t, armed.Load(), "the racer ran")
 		require.Equal(t, int32(1), plain.Load(), "one plain INSERT, which failed")
 		require.Equal(t, int32(2), keeping.Load(), "the general path keeps what exists")
-		c := candidate(t, e, "p1", "doc-000700")
-		require.Equal(t, models.CandidatePresent, c.State)
-		require.Equal(t, "racer", *c.SourceID)
-		require.Equal(t, int64(1500), count(t, e.db, &models.SweepCandidate{}))
+		requireRacedResult(t, e)
 		s := sweepSnapshot(t, e)
-		require.Len(t, s.Receipts, 1)
 		require.Equal(t, int64(1), s.Receipts[0].Sequence, "one transaction, one sequence")
 		states := map[string]int{}
 		for _, c := range s.Candidates {
 			states[c.State]++
 		}
 		require.Equal(t, map[string]int{models.CandidatePending: 1499, models.CandidatePresent: 1}, states)
-		require.True(t, slices.IsSortedFunc(s.Candidates, func(a, b models.SweepCandidate) int {
-			return strings.Compare(a.DocumentID, b.DocumentID)
-		}))
 	})
 }

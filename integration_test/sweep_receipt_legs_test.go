@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/connstore/connstore/connstoretest"
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
 	"github.com/connstore/connstore/migrations"
@@ -95,23 +94,11 @@ func TestReceiptPlainSQLite(t *testing.T) {
 // them, and repeats of each are dropped.
 func TestReceiptICUDatabase(t *testing.T) {
 	t.Parallel()
-	for _, leg := range []string{"plain", "partitioned"} {
-		t.Run(leg, func(t *testing.T) {
+	for _, leg := range []dbtest.Leg{dbtest.PG, dbtest.PGPartitioned} {
+		t.Run(leg.Name, func(t *testing.T) {
 			t.Parallel()
-			dsn := icuDatabase(t)
-			db := openDSN(t, pgKind, dsn)
-			if leg != "plain" {
-				layout, err := migrations.PartitionedLayout(4)
-				require.NoError(t, err)
-				for _, stmt := range layout {
-					require.NoError(t, db.Exec(stmt).Error)
-				}
-			}
-			e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
-			require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
-			require.NoError(t, migrations.Migrate(context.Background(), db))
-			repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
-			require.NoError(t, err)
+			e := setupAt(t, leg, icuDatabase(t))
+			db, repo := e.db, e.repo
 			docs := []string{"é", "e\u0301", "a", "A", "a ", "ä", "ß", "ss", "ﬀ", "ff", "Å", "Å"}
 			var in []repository.CandidateInput
 			for round := range 2 {
@@ -137,12 +124,8 @@ func TestReceiptBehindPgBouncer(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
 			dsn := withExecMode(t, bouncedDatabase(t, base), mode)
-			db := openDSN(t, pgKind, dsn)
-			e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
-			require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
-			require.NoError(t, migrations.Migrate(context.Background(), db))
-			repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
-			require.NoError(t, err)
+			e := setupAt(t, dbtest.PG, dsn)
+			db, repo := e.db, e.repo
 			armed, plain, keeping := armRacer(t, e, db, "test:racer")
 			armed.Store(false)
 			orphanAndReplay(t, e, db, repo)

@@ -41,6 +41,9 @@ func armRacer(t *testing.T, e *env, db *gorm.DB, name string) (armed *atomic.Boo
 	return armed, plain, keeping
 }
 
+// requireRacedResult checks what a relist of manyCands(1500) under p1 left
+// beside armRacer's row: the racer's candidate as it wrote it, each
+// document once, one receipt.
 func requireRacedResult(t *testing.T, e *env) {
 	t.Helper()
 	c := candidate(t, e, "p1", "doc-000700")

@@ -1,16 +1,12 @@
 package integrationtest
 
 import (
-	"context"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/connstore/connstore/connstoretest"
-	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
-	"github.com/connstore/connstore/migrations"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
 )
@@ -31,23 +27,11 @@ func icuDatabase(t *testing.T) string {
 // collation cannot change. RELIABILITY.md says so.)
 func TestJournalByteOrderUnderICULocale(t *testing.T) {
 	t.Parallel()
-	for _, leg := range []string{"plain", "partitioned"} {
-		t.Run(leg, func(t *testing.T) {
+	for _, leg := range []dbtest.Leg{dbtest.PG, dbtest.PGPartitioned} {
+		t.Run(leg.Name, func(t *testing.T) {
 			t.Parallel()
-			dsn := icuDatabase(t)
-			db := openDSN(t, pgKind, dsn)
-			if leg != "plain" {
-				layout, err := migrations.PartitionedLayout(4)
-				require.NoError(t, err)
-				for _, stmt := range layout {
-					require.NoError(t, db.Exec(stmt).Error)
-				}
-			}
-			e := &env{kind: pgKind, dsn: dsn, db: db, clock: newFakeClock(), ids: connstoretest.NewIDs("id")}
-			require.NoError(t, db.Use(hooks.New(hooks.Config{NewIDFunc: e.ids.Next})))
-			require.NoError(t, migrations.Migrate(context.Background(), db))
-			repo, err := repository.New(db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next})
-			require.NoError(t, err)
+			e := setupAt(t, leg, icuDatabase(t))
+			repo := e.repo
 			callers := []string{"b", "B", "a", "é", "e", "Z", "_", "ä"}
 			for _, c := range callers {
 				in := opInput(c, "op")

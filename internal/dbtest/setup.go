@@ -34,7 +34,13 @@ type Options struct {
 // repository on it.
 func Setup(t testing.TB, leg Leg, opts Options) *Env {
 	t.Helper()
-	dsn := NewDSN(t, leg)
+	return SetupAt(t, leg, NewDSN(t, leg), opts)
+}
+
+// SetupAt is Setup on the empty database at dsn, one a test made for a
+// setting of its own (a locale, an encoding, a pooler in front).
+func SetupAt(t testing.TB, leg Leg, dsn string, opts Options) *Env {
+	t.Helper()
 	db := Open(t, leg, dsn)
 	if leg.Partitioned {
 		layout, err := migrations.PartitionedLayout(4)
