@@ -3,6 +3,8 @@ package repository
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -39,35 +41,52 @@ func requireKeys(pairs ...string) error {
 // succeeds on one database and fails on the other with a driver error; with
 // it, both refuse it first with ErrInvalidInput and change nothing.
 func textError(name, v string) error {
-	switch {
-	case !utf8.ValidString(v):
-		return invalid("%s is not valid UTF-8", name)
-	case strings.IndexByte(v, 0) >= 0:
-		return invalid("%s contains a NUL byte", name)
+	if fault := textFault(v); fault != "" {
+		return invalid("%s %s", name, fault)
 	}
 	return nil
+}
+
+// textFault says what makes v unstorable ("" when nothing does).
+func textFault(v string) string {
+	switch {
+	case !utf8.ValidString(v):
+		return "is not valid UTF-8"
+	case strings.IndexByte(v, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
 }
 
 // requireText applies textError to every string a value carries: a string,
 // a pointer to one, a JSON document, and recursively the exported fields of
 // structs and the elements of slices. Every write validates its whole input
 // with it, single and batched paths alike, so no field is left out by
-// accident when one is added.
+// accident when one is added. The faulty field's name (name.Field[i].…) is
+// built only for the error: every call of every write walks its input, and
+// naming each field it passed was most of the walk's cost.
 func requireText(name string, v any) error {
-	return textIn(name, reflect.ValueOf(v))
+	fault, path := textIn(reflect.ValueOf(v))
+	if fault == "" {
+		return nil
+	}
+	slices.Reverse(path)
+	return invalid("%s %s", strings.TrimPrefix(name+strings.Join(path, ""), "."), fault)
 }
 
 var jsonType = reflect.TypeFor[models.JSON]()
 
-func textIn(name string, v reflect.Value) error {
+// textIn finds the first unstorable string in v: its fault, and the path to
+// it from v, innermost segment first (".Field" or "[i]").
+func textIn(v reflect.Value) (fault string, path []string) {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
 		if v.IsNil() {
-			return nil
+			return "", nil
 		}
-		return textIn(name, v.Elem())
+		return textIn(v.Elem())
 	case reflect.String:
-		return textError(name, v.String())
+		return textFault(v.String()), nil
 	case reflect.Struct:
 		t := v.Type()
 		for i := range t.NumField() {
@@ -75,28 +94,27 @@ func textIn(name string, v reflect.Value) error {
 			if !f.IsExported() {
 				continue
 			}
-			field := name // an embedded struct's fields are named as its own
-			if !f.Anonymous {
-				field = strings.TrimPrefix(name+"."+f.Name, ".")
-			}
-			if err := textIn(field, v.Field(i)); err != nil {
-				return err
+			if fault, path := textIn(v.Field(i)); fault != "" {
+				if !f.Anonymous { // an embedded struct's fields are named as its own
+					path = append(path, "."+f.Name)
+				}
+				return fault, path
 			}
 		}
 	case reflect.Slice, reflect.Array:
 		if v.Type() == jsonType {
-			return textError(name, string(v.Bytes()))
+			return textFault(string(v.Bytes())), nil
 		}
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return nil // raw bytes are not text
+			return "", nil // raw bytes are not text
 		}
 		for i := range v.Len() {
-			if err := textIn(fmt.Sprintf("%s[%d]", name, i), v.Index(i)); err != nil {
-				return err
+			if fault, path := textIn(v.Index(i)); fault != "" {
+				return fault, append(path, "["+strconv.Itoa(i)+"]")
 			}
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // requireLimit rejects a non-positive batch or page size.
