@@ -8,6 +8,7 @@ import (
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
@@ -53,6 +54,7 @@ type Repository struct {
 	dialect    dialect.Dialect  // what differs between the databases
 	returnOps  clause.Returning // every operation column, by name (see returning)
 	progress   *progressCache   // shared by WithTx/WithScopes copies; see progressCached
+	cas        store.CAS        // the CAS statements rendered for db's dialect
 	err        error            // refuses every call (a handle without the plugin)
 }
 
@@ -107,7 +109,7 @@ func New(db *gorm.DB, opts Options) (*Repository, error) {
 	}
 	return &Repository{db: db, sess: session(db), now: opts.NowFunc, newID: opts.NewIDFunc, backoff: opts.Backoff,
 		leaseClock: opts.LeaseClock, log: opts.Logger, obs: opts.Observer, dialect: d, returnOps: returnOps,
-		progress: newProgressCache(opts.ProgressCache)}, nil
+		progress: newProgressCache(opts.ProgressCache), cas: store.NewCAS(db)}, nil
 }
 
 // WithTx returns a repository whose calls run in the caller's transaction

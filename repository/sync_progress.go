@@ -108,7 +108,7 @@ func (r *Repository) UpdateSyncProgress(ctx context.Context, p UpdateSyncProgres
 }
 
 // casValues gives res's values in store.CASColumns' order: both forms of
-// the write (store.WriteCAS and the scoped builder) are made from them, so
+// the write (store.CAS.Write and the scoped builder) are made from them, so
 // they cannot set different columns.
 func casValues(res SyncProgressResult) []any {
 	return []any{res.Checkpoint, res.LastSyncedAt, res.EntityCount, res.Error, res.Recovery}
@@ -184,7 +184,7 @@ func (r *Repository) writeProgress(ctx context.Context, p UpdateSyncProgressPara
 	var tx *gorm.DB
 	values := append(casValues(res), cur.Version+1)
 	if len(r.scopes) == 0 {
-		tx = store.WriteCAS(r.conn(ctx), values, guard)
+		tx = r.cas.Write(r.conn(ctx), values, guard)
 	} else {
 		set := make(map[string]any, len(values))
 		for i, col := range slices.Concat(store.CASColumns, []string{"version"}) {
@@ -230,7 +230,7 @@ func (r *Repository) readProgress(ctx context.Context, p UpdateSyncProgressParam
 		return &rows[0], nil
 	}
 	var row casRow
-	found, err := store.ReadCAS(r.primary(ctx), p.Key.ConnectorName, p.Key.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Error, &row.Version, &row.Incarnation)
+	found, err := r.cas.Read(r.primary(ctx), p.Key.ConnectorName, p.Key.OwnerDID, &row.Checkpoint, &row.Recovery, &row.Error, &row.Version, &row.Incarnation)
 	if err != nil || !found {
 		return nil, err
 	}

@@ -1,7 +1,9 @@
 package store_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/connstore/connstore/hooks"
 	"github.com/connstore/connstore/internal/dbtest"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/logger"
 )
 
 // storeCase is one of internal/store's statements or conditions run
@@ -99,19 +102,20 @@ var storeCases = []storeCase{
 		var checkpoint, recovery models.JSON
 		var version int64
 		var incarnation, errText *string
-		found, err := store.ReadCAS(e.DB, "crm", "store", &checkpoint, &recovery, &errText, &version, &incarnation)
+		cas := store.NewCAS(e.DB)
+		found, err := cas.Read(e.DB, "crm", "store", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.True(t, found)
 		require.Equal(t, int64(4), version)
 		values := []any{models.JSON(`{"p":2}`), "t2", int64(9), nil, nil, int64(5)}
-		stale := store.WriteCAS(e.DB, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery, errText})
+		stale := cas.Write(e.DB, values, []any{"crm", "store", int64(3), inc, checkpoint, recovery, errText})
 		require.NoError(t, stale.Error)
 		require.Zero(t, stale.RowsAffected, "a stale version writes nothing")
 		msg := "an error the reader did not see"
-		unseen := store.WriteCAS(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, &msg})
+		unseen := cas.Write(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, &msg})
 		require.NoError(t, unseen.Error)
 		require.Zero(t, unseen.RowsAffected, "an error other than the one read writes nothing")
-		ok := store.WriteCAS(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, errText})
+		ok := cas.Write(e.DB, values, []any{"crm", "store", version, inc, checkpoint, recovery, errText})
 		require.NoError(t, ok.Error)
 		require.Equal(t, int64(1), ok.RowsAffected)
 		var n int64
@@ -123,9 +127,51 @@ var storeCases = []storeCase{
 		require.NoError(t, e.DB.Model(&models.SyncState{}).
 			Where(store.StatusUnchanged("crm", "store", 5, inc, models.SyncStatusIdle, nil)).Count(&n).Error)
 		require.Equal(t, int64(1), n, "a NULL error matches NULL")
-		found, err = store.ReadCAS(e.DB, "crm", "nobody", &checkpoint, &recovery, &errText, &version, &incarnation)
+		found, err = cas.Read(e.DB, "crm", "nobody", &checkpoint, &recovery, &errText, &version, &incarnation)
 		require.NoError(t, err)
 		require.False(t, found)
+	}},
+	{"a fixed statement runs as db.Exec and db.Raw do: same text and values, through the callbacks", func(t *testing.T, e *dbtest.Env) {
+		const q = "UPDATE kubun_connector_sync_state SET entity_count = ? WHERE connector_name = ? AND owner_did = ? AND error IS NOT DISTINCT FROM ?"
+		fixed := store.Render(e.DB, q)
+		vars := []any{int64(7), "crm", "fixed", (*string)(nil)}
+		dry := e.DB.Session(&gorm.Session{DryRun: true})
+		want, got := dry.Exec(q, vars...).Statement, fixed.Exec(dry, vars...).Statement
+		require.Equal(t, want.SQL.String(), got.SQL.String())
+		require.Equal(t, want.SQL.String(), fixed.Text())
+		require.Equal(t, want.Vars, got.Vars)
+
+		// The application's logger sees both statements, with their values.
+		seen := &sqlLog{}
+		logged := e.DB.Session(&gorm.Session{Logger: seen})
+		inc := "inc"
+		require.NoError(t, hooks.SkipLock(e.DB).Create(&models.SyncState{ConnectorName: "crm", OwnerDID: "fixed",
+			LastSyncedAt: "t", Status: models.SyncStatusIdle, Lock: models.Lock{Version: 1, Incarnation: &inc}}).Error)
+		res := fixed.Exec(logged, vars...)
+		require.NoError(t, res.Error)
+		require.Equal(t, int64(1), res.RowsAffected)
+		read := store.Render(e.DB, "SELECT entity_count FROM kubun_connector_sync_state WHERE connector_name = ? AND owner_did = ?")
+		rows, err := read.Rows(logged, "crm", "fixed")
+		require.NoError(t, err)
+		var count []int64
+		for rows.Next() {
+			var n int64
+			require.NoError(t, rows.Scan(&n))
+			count = append(count, n)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+		require.Equal(t, []int64{7}, count)
+		require.Len(t, seen.sql, 2)
+		require.Contains(t, seen.sql[0], "UPDATE kubun_connector_sync_state SET entity_count = 7")
+		require.Contains(t, seen.sql[1], "SELECT entity_count FROM kubun_connector_sync_state")
+
+		// Values that do not fit its variables are refused before anything runs.
+		bad := fixed.Exec(e.DB, int64(8), "crm")
+		require.ErrorContains(t, bad.Error, "2 values for a statement of 4 variables")
+		var n int64
+		require.NoError(t, e.DB.Model(&models.SyncState{}).Where("owner_did = ? AND entity_count = ?", "fixed", 7).Count(&n).Error)
+		require.Equal(t, int64(1), n)
 	}},
 	{"candidates: inserted once from a row source, by provenance and sequence", func(t *testing.T, e *dbtest.Env) {
 		from, vars, err := jsonrows.Table(e.Leg.Kind, "v", []jsonrows.Col{jsonrows.Text("v_document_id"), jsonrows.Text("v_source_id"),
@@ -317,6 +363,18 @@ func TestStoreConformance(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) { c.run(t, e) })
 		}
 	})
+}
+
+// sqlLog is a gorm logger that keeps the text of every statement traced.
+type sqlLog struct{ sql []string }
+
+func (l *sqlLog) LogMode(logger.LogLevel) logger.Interface { return l }
+func (l *sqlLog) Info(context.Context, string, ...any)     {}
+func (l *sqlLog) Warn(context.Context, string, ...any)     {}
+func (l *sqlLog) Error(context.Context, string, ...any)    {}
+func (l *sqlLog) Trace(_ context.Context, _ time.Time, fc func() (string, int64), _ error) {
+	sql, _ := fc()
+	l.sql = append(l.sql, sql)
 }
 
 // fromClause is an UPDATE's FROM: the batch's row source, as the

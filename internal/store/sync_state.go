@@ -43,13 +43,20 @@ var casWrite = "UPDATE kubun_connector_sync_state SET " + strings.Join(CASColumn
 // incarnation, checkpoint, recovery and error, in that order.
 func CASGuard(guard ...any) clause.Expr { return clause.Expr{SQL: casGuard, Vars: guard} }
 
-// ReadCAS reads the CAS columns of one sync state into dest (checkpoint,
+// CAS is the fast form of a progress attempt's two statements, rendered
+// for one database (Fixed): the CAS is the hot path, and gorm's clause
+// building and Scan's reflection were most of its cost.
+type CAS struct{ read, write Fixed }
+
+// NewCAS renders the CAS statements for db's dialect.
+func NewCAS(db *gorm.DB) CAS { return CAS{read: Render(db, casRead), write: Render(db, casWrite)} }
+
+// Read reads the CAS columns of one sync state into dest (checkpoint,
 // recovery, error, version, incarnation) through db's callbacks, so the
 // application's logger and tracer see it; found is false without a row.
-// Written out and scanned by hand: the CAS is the hot path, and gorm's
-// clause building and Scan's reflection were most of its cost.
-func ReadCAS(db *gorm.DB, connector, owner string, dest ...any) (found bool, err error) {
-	rows, err := db.Raw(casRead, connector, owner).Rows()
+// Scanned by hand, not by gorm's reflection.
+func (c CAS) Read(db *gorm.DB, connector, owner string, dest ...any) (found bool, err error) {
+	rows, err := c.read.Rows(db, connector, owner)
 	if err != nil {
 		return false, err
 	}
@@ -60,11 +67,11 @@ func ReadCAS(db *gorm.DB, connector, owner string, dest ...any) (found bool, err
 	return true, rows.Scan(dest...)
 }
 
-// WriteCAS runs the fast write: values are CASColumns' then the version's,
+// Write runs the fast write: values are CASColumns' then the version's,
 // guard is CASGuard's. The returned handle carries the error and the rows
 // changed.
-func WriteCAS(db *gorm.DB, values, guard []any) *gorm.DB {
-	return db.Exec(casWrite, append(append([]any{}, values...), guard...)...)
+func (c CAS) Write(db *gorm.DB, values, guard []any) *gorm.DB {
+	return c.write.Exec(db, append(append(make([]any, 0, len(values)+len(guard)), values...), guard...)...)
 }
 
 // KeyIs is one sync state, by connector and owner.
