@@ -10,8 +10,17 @@
 // Generations keep a forget from being undone by a write that was in flight
 // when it happened: every put and forget takes the next generation, and a
 // put is refused when the row changed in the cache (or a row was evicted)
-// after the writer's snapshot. A refused put costs one uncached update,
-// never a wrong one.
+// after the writer's snapshot.
+//
+// A refused put also drops what the cache holds of its row. The entry that
+// refused it may be older than the refused write: two writers B and A, B's
+// write commits, A reads it and writes the next version, then B's put lands
+// (nothing changed since B's snapshot) and A's is refused (B's put came
+// after A's snapshot). Keeping B's entry would hand A's next recompute a
+// state older than A's own acknowledged write. Dropping it costs one
+// uncached update, never a wrong or a backward one: the cache only ever
+// holds the newest write it was told of, or nothing (monotonic reads per
+// cache).
 package progress
 
 import "sync"
@@ -62,13 +71,18 @@ func (c *Cache[K, V]) Get(k K) (V, bool) {
 
 // Put remembers what a committed write that began at generation since left
 // in k, unless k was put or forgotten after since, or an eviction may have
-// dropped such a change.
+// dropped such a change. A refused put forgets k (see the package comment:
+// what refused it may be older than v), and takes a generation of its own
+// even when k is already forgotten or absent: a write still in flight on k
+// may have committed before this one, so its put must be refused too, and
+// a tombstone or an eviction older than its snapshot would not refuse it.
 func (c *Cache[K, V]) Put(k K, v V, since uint64) {
 	v = c.clone(v)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.rows[k]
 	if (ok && e.gen > since) || (!ok && c.evicted > since) {
+		c.store(k, entry[V]{forgotten: true})
 		return
 	}
 	c.store(k, entry[V]{v: v})

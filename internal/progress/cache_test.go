@@ -36,6 +36,94 @@ func TestGenerations(t *testing.T) {
 	}
 }
 
+// TestRefusedPutDropsTheOlderEntry is the sequence of two writers on one
+// row: B's write (v22) commits, A reads it and writes v23, then B's put
+// lands and A's is refused. The cache must not keep B's v22, older than A's
+// acknowledged write: it keeps nothing, so A's next update reads afresh.
+// (It failed when a refused put left the entry that refused it.)
+func TestRefusedPutDropsTheOlderEntry(t *testing.T) {
+	c := New[string](4, same)
+	sinceB := c.Snapshot() // B starts its write
+	sinceA := c.Snapshot() // A starts after B's write committed
+	c.Put("k", []byte("v22"), sinceB)
+	c.Put("k", []byte("v23"), sinceA) // refused: B's put came after A's snapshot
+	got, ok := c.Get("k")
+	require.False(t, ok, "the cache holds %q, older than the refused v23", got)
+
+	// A later write that starts after both is remembered again.
+	c.Put("k", []byte("v24"), c.Snapshot())
+	got, ok = c.Get("k")
+	require.True(t, ok)
+	require.Equal(t, "v24", string(got))
+}
+
+// TestRefusedPutRefusesOlderWrites: once a put returns, refused or not, no
+// put of a write that committed before it is accepted, whatever refused it:
+// a tombstone already there, or an eviction. In each case P starts after
+// the refusing change but commits before W, and W's put comes first.
+// (Both failed when a refused put stored nothing of its own.)
+func TestRefusedPutRefusesOlderWrites(t *testing.T) {
+	cases := []struct {
+		name   string
+		refuse func(c *Cache[string, []byte]) // a change after W's snapshot
+	}{
+		{"a tombstone", func(c *Cache[string, []byte]) { c.Forget("k") }},
+		{"an eviction", func(c *Cache[string, []byte]) {
+			c.Put("k", []byte("old"), c.Snapshot())
+			c.Put("other", []byte("x"), c.Snapshot()) // size 1: evicts k
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New[string](1, same)
+			sinceW := c.Snapshot()
+			tc.refuse(c)
+			sinceP := c.Snapshot()          // P starts, then writes 4
+			c.Put("k", []byte("5"), sinceW) // W wrote 5 after P's 4: refused
+			c.Put("k", []byte("4"), sinceP) // P's older write must not land
+			got, ok := c.Get("k")
+			require.False(t, ok, "the cache holds %q, older than W's refused 5", got)
+		})
+	}
+}
+
+// TestMonotonicUnderConcurrency: writers each put increasing versions of
+// one row through a simulated store (a mutex-guarded counter, the row) and
+// check that what Get hands them is never older than their own last put
+// (run with -race).
+func TestMonotonicUnderConcurrency(t *testing.T) {
+	c := New[string](2, func(v int) int { return v })
+	var (
+		rowMu   sync.Mutex
+		row     int
+		wg      sync.WaitGroup
+		backMu  sync.Mutex
+		behind  int
+		writers = 8
+	)
+	for range writers {
+		wg.Go(func() {
+			last := -1
+			for range 2000 {
+				since := c.Snapshot()
+				if v, ok := c.Get("k"); ok && v < last {
+					backMu.Lock()
+					behind++
+					backMu.Unlock()
+				}
+				rowMu.Lock() // the write: read the row, bump it, commit
+				row++
+				v := row
+				rowMu.Unlock()
+				c.Put("k", v, since)
+				last = v
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, behind, "Get handed a writer a version older than its own last put")
+}
+
 // TestNoAliasing: neither the value put nor the value got aliases what
 // the cache holds.
 func TestNoAliasing(t *testing.T) {
