@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/scopes"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
@@ -137,4 +138,48 @@ func TestProgressMonotonicReads(t *testing.T) {
 		require.Equal(t, int64(updates), got.EntityCount, "no update lost")
 		t.Logf("%s: %d attempts for %d updates", e.kind, attempts.Load(), updates)
 	})
+}
+
+// TestProgressCacheForgetsWritesItDoesNotRemember: an update in a caller's
+// transaction, or through a scoped copy, shares the repository's cache but
+// does not remember what it wrote; it must forget the row, or the next
+// plain update recomputes from the state before it. (Both failed when
+// those writes left the cache as it was.)
+func TestProgressCacheForgetsWritesItDoesNotRemember(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		write func(t *testing.T, repo *repository.Repository, p repository.UpdateSyncProgressParams) error
+	}{
+		{"in a caller's transaction", func(t *testing.T, repo *repository.Repository, p repository.UpdateSyncProgressParams) error {
+			return repo.Transaction(ctx(t), func(_ *gorm.DB, tx *repository.Repository) error { return tx.UpdateSyncProgress(ctx(t), p) })
+		}},
+		{"through a scoped copy", func(t *testing.T, repo *repository.Repository, p repository.UpdateSyncProgressParams) error {
+			scoped, err := repo.WithScopes(ctx(t), scopes.Owner("o"))
+			if err != nil {
+				return err
+			}
+			return scoped.UpdateSyncProgress(ctx(t), p)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			forEachDB(t, func(t *testing.T, e *env) {
+				repo := realRepo(t, e)
+				var seen []int64
+				p := repository.UpdateSyncProgressParams{Key: repository.ConnectorKey{OwnerDID: "o", ConnectorName: "crm"},
+					Recompute: counterRecompute(func(cur *repository.SyncProgressCurrent) {
+						if cur != nil {
+							seen = append(seen, cur.Version)
+						}
+					})}
+				require.NoError(t, repo.UpdateSyncProgress(ctx(t), p)) // v0, remembered
+				require.NoError(t, repo.UpdateSyncProgress(ctx(t), p)) // v1, remembered
+				require.NoError(t, tc.write(t, repo, p))               // v2, acknowledged
+				seen = nil
+				require.NoError(t, repo.UpdateSyncProgress(ctx(t), p))
+				require.Equal(t, []int64{2}, seen, "the next recompute is handed the state before the acknowledged v2")
+			})
+		})
+	}
 }

@@ -210,11 +210,20 @@ func (r *Repository) progressSnapshot() uint64 {
 }
 
 // remember stores what a committed write that began at generation since
-// left in the row, where the cache may be used.
+// left in the row, where the cache may be used. Where it may not (a
+// caller's transaction, a scoped repository) the write still moved the row
+// past what the shared cache holds, so the row is forgotten: kept, the
+// older entry would be the next plain call's recompute, a state older than
+// its caller's own acknowledged write. Forgotten at the write, before a
+// caller's transaction commits, is early enough: a writer that reads the
+// older state meanwhile cannot land its write before that transaction ends
+// (the row is locked), and then its guard fails.
 func (r *Repository) remember(p UpdateSyncProgressParams, cur SyncProgressCurrent, since uint64) {
 	if cache := r.progressCached(); cache != nil {
 		cache.Put(progressKey{p.Key.ConnectorName, p.Key.OwnerDID}, cur, since)
+		return
 	}
+	r.forgetProgress(p.Key.ConnectorName, p.Key.OwnerDID)
 }
 
 // readProgress reads the row a CAS attempt starts from; nil when there is

@@ -71,7 +71,7 @@ func (r *Repository) SetSyncState(ctx context.Context, k ConnectorKey, in SyncSt
 	ctx, end := r.start(ctx, "SetSyncState")
 	defer end(&err)
 	connector, owner := k.ConnectorName, k.OwnerDID
-	defer r.forgetProgress(connector, owner) // its version moves: the next CAS would only miss
+	defer r.forgetProgress(connector, owner) // its documents change (not its version): the next CAS would only miss
 	if err := validateSyncStateInput(connector, owner, in); err != nil {
 		return fmt.Errorf("set sync state: %w", err)
 	}

@@ -20,7 +20,8 @@
 // state older than A's own acknowledged write. Dropping it costs one
 // uncached update, never a wrong or a backward one: the cache only ever
 // holds the newest write it was told of, or nothing (monotonic reads per
-// cache).
+// cache). The repository tells it of every write of its own: the ones it
+// may not remember (a caller's transaction, a scoped copy) forget the row.
 package progress
 
 import "sync"
@@ -33,7 +34,9 @@ type entry[V any] struct {
 	forgotten bool
 }
 
-// Cache remembers one value per key, at most Max keys. It is safe for
+// Cache remembers one value per key, at most Max keys, a forgotten key's
+// tombstone among them (a refused put stores one, which may evict another
+// key's entry: a cost in misses, never in correctness). It is safe for
 // concurrent use.
 type Cache[K comparable, V any] struct {
 	mu      sync.Mutex
