@@ -22,10 +22,10 @@ import (
 
 func main() {
 	dsn := flag.String("dsn", os.Getenv("CONNSTORE_TEST_PG_DSN"), "PostgreSQL URL DSN")
-	out := flag.String("out", "..", "directory for bench-results.md and bench-scale.svg")
+	out := flag.String("out", "..", "directory for bench-results.md, bench-scale.svg and bench-workers.svg")
 	sizes := flag.String("sizes", "10000,100000,1000000", "journal sizes for the scale curves")
 	jobs := flag.Int("jobs", 10000, "operations (and River jobs) per throughput run")
-	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale)")
+	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale, workers, breakdown)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *dsn == "" {
@@ -59,6 +59,8 @@ func main() {
 		{"cas", func() error { return cas(ctx, *dsn, rep) }},
 		{"receipt", func() error { return receipts(ctx, *dsn, rep) }},
 		{"scale", func() error { return scale(ctx, *dsn, ns, rep) }},
+		{"workers", func() error { return workers(ctx, *dsn, *jobs, rep) }},
+		{"breakdown", func() error { return breakdown(ctx, *dsn, *jobs, rep) }},
 	}
 	for _, s := range steps {
 		if *only != "" && s.name != *only {
@@ -74,7 +76,15 @@ func main() {
 	if err := os.WriteFile(filepath.Join(*out, "bench-results.md"), []byte(md), 0o644); err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(*out, "bench-scale.svg"), []byte(rep.chart()), 0o644); err != nil {
-		log.Fatal(err)
+	// A step left out (-only) leaves its chart as the last full run drew it.
+	if len(rep.scale) > 0 {
+		if err := os.WriteFile(filepath.Join(*out, "bench-scale.svg"), []byte(rep.chart()), 0o644); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if len(rep.workers) > 0 {
+		if err := os.WriteFile(filepath.Join(*out, "bench-workers.svg"), []byte(rep.workersChart()), 0o644); err != nil {
+			log.Fatal(err)
+		}
 	}
 }

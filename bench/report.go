@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +56,7 @@ type report struct {
 	started time.Time
 	rows    []row
 	scale   []scalePoint
+	workers []workersPoint
 	notes   []string
 }
 
@@ -103,46 +103,32 @@ func (r *report) markdown() string {
 	return b.String()
 }
 
-// chart draws the scale curves as an SVG: milliseconds against journal
-// rows on a log axis, one line per measurement.
+// chart draws the scale curves: milliseconds against journal rows, one
+// line per measurement.
 func (r *report) chart() string {
-	const w, h, pad = 640.0, 360.0, 56.0
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%g" height="%g" font-family="sans-serif" font-size="12">`, w, h)
-	b.WriteString(`<rect width="100%" height="100%" fill="white"/>`)
-	if len(r.scale) < 2 {
-		return b.String() + "</svg>"
-	}
-	maxY := 0.0
+	var xs []int
 	for _, p := range r.scale {
-		for _, v := range p.ms {
-			maxY = math.Max(maxY, v)
-		}
+		xs = append(xs, p.size)
 	}
-	maxY *= 1.15
-	lo, hi := math.Log10(float64(r.scale[0].size)), math.Log10(float64(r.scale[len(r.scale)-1].size))
-	x := func(n int) float64 { return pad + (math.Log10(float64(n))-lo)/(hi-lo)*(w-2*pad) }
-	y := func(v float64) float64 { return h - pad - v/maxY*(h-2*pad) }
-	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`, pad, h-pad, w-pad, h-pad)
-	fmt.Fprintf(&b, `<line x1="%g" y1="%g" x2="%g" y2="%g" stroke="black"/>`, pad, pad, pad, h-pad)
-	for _, p := range r.scale {
-		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">%d</text>`, x(p.size), h-pad+18, p.size)
-	}
-	for i := 0; i <= 4; i++ {
-		v := maxY * float64(i) / 4
-		fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="end">%.1f</text>`, pad-6, y(v)+4, v)
-	}
-	fmt.Fprintf(&b, `<text x="%g" y="%g" text-anchor="middle">journal rows (log scale)</text>`, w/2, h-12)
-	fmt.Fprintf(&b, `<text x="14" y="%g" transform="rotate(-90 14 %g)" text-anchor="middle">milliseconds</text>`, h/2, h/2)
-	colors := []string{"#c0392b", "#e67e22", "#2471a3", "#5dade2", "#8e44ad", "#16a085", "#7f8c8d", "#1e8449"}
-	for i, name := range scaleSeries() {
-		var pts []string
+	var lines []series
+	for _, name := range scaleSeries() {
+		l := series{name: name}
 		for _, p := range r.scale {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.size), y(p.ms[name])))
+			l.values = append(l.values, p.ms[name])
 		}
-		color := colors[i%len(colors)]
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, color, strings.Join(pts, " "))
-		fmt.Fprintf(&b, `<text x="%g" y="%g" fill="%s">%s</text>`, pad+10, pad+14*float64(i), color, name)
+		lines = append(lines, l)
 	}
-	return b.String() + "</svg>"
+	return lineChart(xs, "journal rows (log scale)", "milliseconds", lines)
+}
+
+// workersChart draws the pool and River by worker count: ops/s against
+// Concurrency (the pool) and MaxWorkers (River).
+func (r *report) workersChart() string {
+	var xs []int
+	pool, river := series{name: "connstore worker.Pool"}, series{name: "River v0.51.2"}
+	for _, p := range r.workers {
+		xs = append(xs, p.n)
+		pool.values, river.values = append(pool.values, p.pool), append(river.values, p.river)
+	}
+	return lineChart(xs, "workers: pool Concurrency, River MaxWorkers (log scale)", "ops/s", []series{pool, river})
 }

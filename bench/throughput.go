@@ -103,10 +103,16 @@ type paired struct {
 	cpu    [2][2][]float64
 }
 
-// pairedRuns works jobs items through the pool (workers, on a journal
-// after the drop statements) and River (riverWorkers) in throughputRounds
-// paired rounds of alternating order.
+// pairedRuns works jobs items through the pool (workers, BatchSize
+// poolBatchPerWorker × workers, on a journal after the drop statements) and
+// River (riverWorkers) in throughputRounds paired rounds of alternating
+// order.
 func pairedRuns(ctx context.Context, dsn string, jobs, workers, riverWorkers int, drop []string) (paired, error) {
+	return pairedRunsWith(ctx, dsn, jobs, workers, poolBatchPerWorker*workers, riverWorkers, drop)
+}
+
+// pairedRunsWith is pairedRuns with the pool's BatchSize given.
+func pairedRunsWith(ctx context.Context, dsn string, jobs, workers, batch, riverWorkers int, drop []string) (paired, error) {
 	var p paired
 	for i := range throughputRounds {
 		rates := [2]float64{}
@@ -114,7 +120,7 @@ func pairedRuns(ctx context.Context, dsn string, jobs, workers, riverWorkers int
 			var m measured
 			var err error
 			if k == 0 {
-				m, err = poolRun(ctx, dsn, jobs, workers, drop)
+				m, err = poolRun(ctx, dsn, jobs, workers, batch, drop)
 			} else {
 				m, err = riverRun(ctx, dsn, jobs, riverWorkers)
 			}
@@ -153,9 +159,10 @@ func stopwatch() func() measured {
 	}
 }
 
-// poolRun times the worker pool from start until every operation is
-// committed, on a journal after the drop statements.
-func poolRun(ctx context.Context, dsn string, jobs, workers int, drop []string) (_ measured, err error) {
+// poolRun times the worker pool (Concurrency workers, BatchSize batch)
+// from start until every operation is committed, on a journal after the
+// drop statements.
+func poolRun(ctx context.Context, dsn string, jobs, workers, batch int, drop []string) (_ measured, err error) {
 	db, repo, _, err := store(ctx, dsn, repositoryOptions())
 	if err != nil {
 		return measured{}, err
@@ -178,7 +185,7 @@ func poolRun(ctx context.Context, dsn string, jobs, workers int, drop []string) 
 	if err := db.CreateInBatches(rows, 1000).Error; err != nil {
 		return measured{}, err
 	}
-	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: poolBatchPerWorker * workers, LeaseFor: time.Minute,
+	pool, err := worker.New(repo, worker.Config{Concurrency: workers, BatchSize: batch, LeaseFor: time.Minute,
 		PollInterval: time.Millisecond, FlushEvery: time.Millisecond,
 		Handler: func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) }})
 	if err != nil {

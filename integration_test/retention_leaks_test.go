@@ -262,19 +262,14 @@ func TestRetentionConvergence(t *testing.T) {
 		}
 		work.Wait()
 		// Finish what is still attempted, then let the passes settle.
-		for {
-			claimed, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 50, LeaseFor: time.Minute})
-			require.NoError(t, err)
-			if len(claimed) == 0 {
-				break
-			}
+		drainAttempted(t, e, writers*perWriter, func(claimed []models.Operation) {
 			for _, op := range claimed {
 				_, err := e.repo.CommitOperation(ctx(t), repository.CommitParams{Fence: repository.FenceOf(&op)})
 				require.NoError(t, err)
 				op.State = models.OperationCommitted
 				finished.Store(op.OperationID, op)
 			}
-		}
+		})
 		close(stop)
 		passes.Wait()
 		close(passErrs)

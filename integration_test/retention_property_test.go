@@ -125,6 +125,23 @@ func drainPasses(t *testing.T, e *env, bound int) {
 	}
 }
 
+// drainAttempted claims what is still attempted, 50 at a time, and hands
+// each claim to finish, until a claim finds nothing; it fails after bound
+// claims that each found rows (a finish that left its rows due would
+// otherwise loop for ever).
+func drainAttempted(t *testing.T, e *env, bound int, finish func(claimed []models.Operation)) {
+	t.Helper()
+	for i := 0; ; i++ {
+		claimed, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 50, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		if len(claimed) == 0 {
+			return
+		}
+		require.Less(t, i, bound, "still claiming after %d claims of due rows", bound)
+		finish(claimed)
+	}
+}
+
 // collectableLeft names the finished rows among all that the keep rules
 // would collect.
 func collectableLeft(all []models.Operation) []string {

@@ -120,19 +120,14 @@ func TestRetentionWritePathsConverge(t *testing.T) {
 			})
 		}
 		work.Wait()
-		for {
-			claimed, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 50, LeaseFor: time.Minute})
-			require.NoError(t, err)
-			if len(claimed) == 0 {
-				break
-			}
+		drainAttempted(t, e, 1000, func(claimed []models.Operation) {
 			var commits []repository.CommitParams
 			for _, op := range claimed {
 				commits = append(commits, repository.CommitParams{Fence: repository.FenceOf(&op)})
 			}
-			_, err = e.repo.CommitOperations(ctx(t), commits)
+			_, err := e.repo.CommitOperations(ctx(t), commits)
 			require.NoError(t, err)
-		}
+		})
 		close(stop)
 		passes.Wait()
 		close(errs)

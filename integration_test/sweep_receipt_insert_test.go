@@ -104,15 +104,18 @@ func TestRecordReceiptLeavesExistingCandidates(t *testing.T) {
 // fails on the key and is rolled back to its savepoint; the general path
 // (input order, ON CONFLICT DO NOTHING) then keeps the racer's row as it
 // is: the relist lands once, in one transaction, every document stored
-// once, the racer's candidate untouched.
+// once, the racer's candidate untouched; the observer sees one
+// receipt_fallback event.
 func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 	t.Parallel()
 	forEachPG(t, func(t *testing.T, e *env) {
-		db, repo := instance(t, e, repository.Options{})
+		obs := &recordingObserver{}
+		db, repo := instance(t, e, repository.Options{Observer: obs})
 		armed, plain, keeping := armRacer(t, e, db, "test:racing_candidate")
 		ok, err := repo.RecordRelistReceipt(ctx(t), receipt("p1"), manyCands(1500))
 		require.NoError(t, err)
 		require.True(t, ok)
+		require.Equal(t, 1, countEvents(obs.take(), repository.EventReceiptFallback), "the fallback is reported once")
 		require.False(t, armed.Load(), "the racer ran")
 		require.Equal(t, int32(1), plain.Load(), "one plain INSERT, which failed")
 		require.Equal(t, int32(2), keeping.Load(), "the general path keeps what exists")
@@ -125,4 +128,14 @@ func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 		}
 		require.Equal(t, map[string]int{models.CandidatePending: 1499, models.CandidatePresent: 1}, states)
 	})
+}
+
+// countEvents is how many of events are of kind.
+func countEvents(events []repository.Event, kind repository.EventKind) (n int) {
+	for _, ev := range events {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
 }

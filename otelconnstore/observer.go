@@ -25,6 +25,7 @@ var counters = map[repository.EventKind]string{
 	repository.EventCheckpointRefused: "sweep checkpoint commits refused",
 	repository.EventCollected:         "finished operations deleted by retention",
 	repository.EventReceiptRetry:      "relist receipts re-run after a sequence clash",
+	repository.EventReceiptFallback:   "relist receipts whose plain inserts fell back to ON CONFLICT",
 }
 
 // Observer is a repository.Observer on OpenTelemetry.

@@ -28,6 +28,11 @@ const (
 	// EventReceiptRetry is a receipt transaction re-run after its sequence
 	// was taken by a writer that does not take the partition lock.
 	EventReceiptRetry EventKind = "receipt_retry"
+	// EventReceiptFallback is a relist receipt whose plain inserts of a new
+	// relist met the key (a writer that skips the partition lock, a
+	// collation that equates ids) and fell back to the seed's
+	// ON CONFLICT path: harmless, but a steady count names such a writer.
+	EventReceiptFallback EventKind = "receipt_fallback"
 )
 
 // Event is one observation of a repository call.
@@ -79,7 +84,7 @@ func (r *Repository) emit(ctx context.Context, kind EventKind, count int64, reas
 	switch kind {
 	case EventCASExhausted:
 		level = slog.LevelWarn
-	case EventLeaseLost, EventCheckpointRefused, EventCollected, EventReplay:
+	case EventLeaseLost, EventCheckpointRefused, EventCollected, EventReplay, EventReceiptFallback:
 		level = slog.LevelInfo
 	}
 	if r.log.Enabled(ctx, level) {

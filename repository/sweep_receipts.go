@@ -181,6 +181,7 @@ func (r *Repository) insertCandidates(tx *gorm.DB, key ReceiptKey, in []Candidat
 		if err := tx.RollbackTo(candidatesSavepoint).Error; err != nil {
 			return err
 		}
+		r.emit(tx.Statement.Context, EventReceiptFallback, 1, "")
 	}
 	return r.insertCandidateRows(tx, key, in, positions(len(in)), now, true)
 }
