@@ -68,6 +68,7 @@ var breakdownVariants = []struct {
 }{
 	{"as shipped", nil},
 	{"listing indexes keyed by a BIGINT", seqKeys},
+	{"retention's feed as row triggers", rowFeed},
 	{"without retention's feed", unreadUpkeep[4:]},
 	{"without the owner and state key indexes", unreadUpkeep[:2]},
 	{"without any of that upkeep", unreadUpkeep},
