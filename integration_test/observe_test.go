@@ -41,6 +41,16 @@ func (o *recordingObserver) take() []repository.Event {
 	return out
 }
 
+// countEvents is how many of events are of kind.
+func countEvents(events []repository.Event, kind repository.EventKind) (n int) {
+	for _, ev := range events {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
 // recordingHandler is an in-memory slog handler.
 type recordingHandler struct {
 	mu      sync.Mutex

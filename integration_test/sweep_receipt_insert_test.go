@@ -129,13 +129,3 @@ func TestRecordReceiptRacingWriterWithoutLock(t *testing.T) {
 		require.Equal(t, map[string]int{models.CandidatePending: 1499, models.CandidatePresent: 1}, states)
 	})
 }
-
-// countEvents is how many of events are of kind.
-func countEvents(events []repository.Event, kind repository.EventKind) (n int) {
-	for _, ev := range events {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
-}

@@ -56,12 +56,7 @@ func TestReceiptRecordersAmongLockSkippingWriters(t *testing.T) {
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
-		retries := 0
-		for _, ev := range obs.take() {
-			if ev.Kind == repository.EventReceiptRetry {
-				retries++
-			}
-		}
+		retries := countEvents(obs.take(), repository.EventReceiptRetry)
 		t.Logf("%d writer inserts, %d receipt retries", written.Load(), retries)
 		for k := range 10 {
 			var got []models.SweepCandidate

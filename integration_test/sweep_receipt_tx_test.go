@@ -160,12 +160,7 @@ func TestReceiptRepeatableReadCallerSeesNoTakenSequence(t *testing.T) {
 			_, recErr = repo.WithTx(tx).RecordRelistReceipt(ctx(t), receipt("p1"), manyCands(1500))
 			return recErr
 		}, rr)
-		retries := 0
-		for _, ev := range obs.take() {
-			if ev.Kind == repository.EventReceiptRetry {
-				retries++
-			}
-		}
+		retries := countEvents(obs.take(), repository.EventReceiptRetry)
 		t.Logf("seed: %v", seedErr)
 		t.Logf("change: %v (%d receipt_retry events)", recErr, retries)
 		require.Error(t, recErr)

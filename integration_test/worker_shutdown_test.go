@@ -157,12 +157,7 @@ func TestWorkerHeartbeatSoak(t *testing.T) {
 		require.NoError(t, err)
 		var beats int64
 		stats := runPool(t, pool, func() bool { return stateCount(t, e, models.OperationCommitted) == n })
-		lost := 0
-		for _, ev := range obs.take() {
-			if ev.Kind == repository.EventLeaseLost {
-				lost++
-			}
-		}
+		lost := countEvents(obs.take(), repository.EventLeaseLost)
 		obs.mu.Lock()
 		for _, m := range obs.calls {
 			if m == "HeartbeatOperations" {
