@@ -80,7 +80,7 @@ func breakdown(ctx context.Context, dsn string, jobs int, rep *report) error {
 	best := throughputPairs[len(throughputPairs)-1]
 	lines := []string{"Breakdown, no target: the pool at its best against River at MaxWorkers 2,000, per journal variant:"}
 	for _, v := range breakdownVariants {
-		p, err := pairedRuns(ctx, dsn, jobs, best.pool, best.river, v.drop)
+		p, err := rep.pairedRuns(ctx, dsn, jobs, best.pool, poolBatchPerWorker*best.pool, best.river, v.drop)
 		if err != nil {
 			return fmt.Errorf("breakdown %s: %w", v.name, err)
 		}

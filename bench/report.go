@@ -57,7 +57,9 @@ type report struct {
 	rows    []row
 	scale   []scalePoint
 	workers []workersPoint
-	notes   []string
+	// pairs are the paired runs measured so far, by configuration.
+	pairs map[pairKey]paired
+	notes []string
 }
 
 func (r *report) add(x row) { r.rows = append(r.rows, x) }

@@ -71,7 +71,7 @@ var unreadUpkeep = []string{
 // throughputPairs, in paired rounds of alternating order.
 func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 	for _, pair := range throughputPairs {
-		p, err := pairedRuns(ctx, dsn, jobs, pair.pool, pair.river, nil)
+		p, err := rep.pairedRuns(ctx, dsn, jobs, pair.pool, poolBatchPerWorker*pair.pool, pair.river, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", pair.name, err)
 		}
@@ -82,7 +82,7 @@ func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 	// Where the pool's time goes at River's best: the same pairs on a
 	// journal without the upkeep claims and commits do not read.
 	best := throughputPairs[len(throughputPairs)-1]
-	p, err := pairedRuns(ctx, dsn, jobs, best.pool, best.river, unreadUpkeep)
+	p, err := rep.pairedRuns(ctx, dsn, jobs, best.pool, poolBatchPerWorker*best.pool, best.river, unreadUpkeep)
 	if err != nil {
 		return fmt.Errorf("diagnostic run: %w", err)
 	}
@@ -94,7 +94,7 @@ func throughput(ctx context.Context, dsn string, jobs int, rep *report) error {
 	return nil
 }
 
-// paired is what pairedRuns measured: each side's rates (0 the pool, 1
+// paired is what measurePairs measured: each side's rates (0 the pool, 1
 // River), the rounds' ratios, and each side's CPU per item (client,
 // server), a value per round.
 type paired struct {
@@ -103,16 +103,39 @@ type paired struct {
 	cpu    [2][2][]float64
 }
 
-// pairedRuns works jobs items through the pool (workers, BatchSize
-// poolBatchPerWorker × workers, on a journal after the drop statements) and
-// River (riverWorkers) in throughputRounds paired rounds of alternating
-// order.
-func pairedRuns(ctx context.Context, dsn string, jobs, workers, riverWorkers int, drop []string) (paired, error) {
-	return pairedRunsWith(ctx, dsn, jobs, workers, poolBatchPerWorker*workers, riverWorkers, drop)
+// pairKey is one paired comparison's configuration: items, the pool's
+// Concurrency and BatchSize, River's MaxWorkers, the journal's drop
+// statements (joined).
+type pairKey struct {
+	jobs, workers, batch, river int
+	drop                        string
 }
 
-// pairedRunsWith is pairedRuns with the pool's BatchSize given.
-func pairedRunsWith(ctx context.Context, dsn string, jobs, workers, batch, riverWorkers int, drop []string) (paired, error) {
+// pairedRuns works jobs items through the pool (workers, BatchSize batch,
+// on a journal after the drop statements) and River (riverWorkers) in
+// throughputRounds paired rounds of alternating order. A configuration
+// measured earlier in the same bench run is not measured again: the
+// throughput, workers and breakdown steps share some (the pairs at 4 and 16
+// workers, the pool at its best as shipped and without upkeep), and a full
+// run measures each once.
+func (r *report) pairedRuns(ctx context.Context, dsn string, jobs, workers, batch, riverWorkers int, drop []string) (paired, error) {
+	key := pairKey{jobs: jobs, workers: workers, batch: batch, river: riverWorkers, drop: strings.Join(drop, ";\n")}
+	if p, ok := r.pairs[key]; ok {
+		return p, nil
+	}
+	p, err := measurePairs(ctx, dsn, jobs, workers, batch, riverWorkers, drop)
+	if err != nil {
+		return p, err
+	}
+	if r.pairs == nil {
+		r.pairs = map[pairKey]paired{}
+	}
+	r.pairs[key] = p
+	return p, nil
+}
+
+// measurePairs is pairedRuns' measurement.
+func measurePairs(ctx context.Context, dsn string, jobs, workers, batch, riverWorkers int, drop []string) (paired, error) {
 	var p paired
 	for i := range throughputRounds {
 		rates := [2]float64{}

@@ -28,7 +28,7 @@ const workersBatchCap = 1024
 func workers(ctx context.Context, dsn string, jobs int, rep *report) error {
 	lines := []string{"Pool against River by worker count (no target; bench-workers.svg), medians of paired rounds:"}
 	for _, n := range workerCounts {
-		p, err := pairedRunsWith(ctx, dsn, jobs, n, min(poolBatchPerWorker*n, workersBatchCap), n, nil)
+		p, err := rep.pairedRuns(ctx, dsn, jobs, n, min(poolBatchPerWorker*n, workersBatchCap), n, nil)
 		if err != nil {
 			return fmt.Errorf("workers %d: %w", n, err)
 		}
