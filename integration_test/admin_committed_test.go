@@ -26,7 +26,7 @@ func TestCommittedPageWithBacklogStatistics(t *testing.T) {
 	require.NoError(t, e.db.Exec("VACUUM kubun_connector_operation").Error) // visibility, not statistics
 	for _, p := range []repository.ListByStateParams{
 		{State: models.OperationCommitted, Limit: 50},
-		{State: models.OperationCommitted, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}}},
+		{State: models.OperationCommitted, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}, Seq: 5}},
 		{State: models.OperationDead, Limit: 50},
 	} {
 		requirePageReadsAPage(t, e, "statistics from the backlog", p)

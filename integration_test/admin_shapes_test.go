@@ -110,8 +110,8 @@ func TestAdminCallsBoundedAt1M(t *testing.T) {
 		for _, p := range []repository.ListByStateParams{
 			{State: models.OperationDead, Limit: 50},
 			{State: models.OperationCommitted, Limit: 50},
-			{State: models.OperationCommitted, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}}},
-			{State: models.OperationDead, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}}},
+			{State: models.OperationCommitted, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}, Seq: 5}},
+			{State: models.OperationDead, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"}, Seq: 5}},
 			{Overdue: true, Limit: 50, After: &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: "c3", OperationID: "op-5"},
 				DueAt: now - 3500000}},
 			{Overdue: true, Limit: 50},

@@ -12,7 +12,7 @@ import (
 
 // TestJournalKeysOrderByBytes: the journal's identifier columns compare
 // byte by byte on both databases (migration 0016 on PostgreSQL; SQLite's
-// BINARY), so a keyset page lists keys in Go's strings.Compare order
+// BINARY), so the due sweep's keyset pages list keys in Go's strings.Compare order
 // whatever the server's locale, and PostgreSQL's catalog says so for every
 // such column.
 func TestJournalKeysOrderByBytes(t *testing.T) {
@@ -25,10 +25,10 @@ func TestJournalKeysOrderByBytes(t *testing.T) {
 			_, _, err := e.repo.RecordOperation(ctx(t), in)
 			require.NoError(t, err)
 		}
-		page, err := e.repo.ListOperationsByOwner(ctx(t), repository.ListOperationsParams{OwnerDID: "bytes", Limit: 100})
+		work, err := e.repo.ListDueOperations(ctx(t), repository.DueParams{Now: e.clock.Now(), ReadWinners: noWinners, PageSize: 3})
 		require.NoError(t, err)
-		got := make([]string, len(page))
-		for i, op := range page {
+		got := make([]string, len(work.Operations))
+		for i, op := range work.Operations {
 			got[i] = op.CallerDID
 		}
 		want := slices.Clone(callers)

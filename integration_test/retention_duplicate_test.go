@@ -123,7 +123,7 @@ func TestRetentionHeldRollbackKeepsTheCurrentEntry(t *testing.T) {
 		require.Len(t, entries, 2)
 
 		c := context.Background()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		require.NoError(t, migrations.Migrate(c, e.db))
 		entries = nil
 		require.NoError(t, e.db.Where("operation_id = 'r'").Order("ord").Find(&entries).Error)

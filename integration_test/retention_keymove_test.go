@@ -70,7 +70,7 @@ func TestRetentionHeldMigrationAt50k(t *testing.T) {
 			SELECT updated_at + 1000000, updated_at, caller_did, operation_id, owner_did, connector_name
 			FROM kubun_connector_retention_pending WHERE operation_id LIKE '%3'`).Error)
 		start = time.Now()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		t.Logf("rollback %v", time.Since(start))
 		var entries int64
 		require.NoError(t, e.db.Raw(`SELECT count(*) FROM kubun_connector_retention_pending`).Scan(&entries).Error)

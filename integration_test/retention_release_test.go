@@ -181,12 +181,12 @@ func TestRetentionHeldUpgradeRoundTrip(t *testing.T) {
 		for passWith(t, e, e.repo, "") > 0 {
 		}
 		require.NotEmpty(t, heldIDs(t, e))
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		e.clock.Advance(time.Second)
 		finishAt(t, e.db, "op02", e.clock.Millis())
 		finishAt(t, e.db, "op05", e.clock.Millis())
 		require.NoError(t, migrations.Migrate(c, e.db))
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		require.NoError(t, migrations.Migrate(c, e.db))
 		e.clock.Advance(time.Second)
 		for i := 8; i < 40; i += 3 {

@@ -66,12 +66,10 @@ func TestRetentionUpgradeKeepsHolds(t *testing.T) {
 	})
 }
 
-// rollbackTo0016 rolls back 0018 and 0017.
+// rollbackTo0016 rolls back every migration from 0017 on.
 func rollbackTo0016(t *testing.T, e *env) {
 	t.Helper()
-	for range 2 {
-		require.NoError(t, migrations.RollbackLast(context.Background(), e.db))
-	}
+	rollbackThrough(t, e.db, mig0017)
 }
 
 // TestRetentionHeldUpgrade: migration 0018 gives held rows a table by
@@ -85,7 +83,7 @@ func TestRetentionHeldUpgrade(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		c := context.Background()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		require.False(t, e.db.Migrator().HasTable(&models.RetentionHeld{}))
 		seedOps(t, e, []models.Operation{
 			docRow("unheld", models.OperationCommitted, "c1", "o1", "d1", 1, 10),
@@ -109,7 +107,7 @@ func TestRetentionHeldUpgrade(t *testing.T) {
 		require.False(t, stored(t, e, "held"), "released by the newer commit on d2, and collected")
 		require.Equal(t, []string{"newer", "released", "unheld"}, heldIDs(t, e))
 
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		require.False(t, e.db.Migrator().HasTable(&models.RetentionHeld{}))
 		require.Empty(t, waitingIDs(t, e), "held rows stay held")
 		// 0017's triggers are back: a change to a held row has it judged again.
@@ -178,7 +176,7 @@ func TestRetentionHeldUpgradeIgnoresStaleEntries(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		c := context.Background()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0018)
 		seedOps(t, e, []models.Operation{docRow("r", models.OperationCommitted, "c1", "o1", "d", 1, 10)})
 		require.NoError(t, e.db.Exec("DELETE FROM kubun_connector_retention_finished").Error)
 		require.NoError(t, e.db.Exec(`UPDATE kubun_connector_retention_pending SET owner_did = 'stale'

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestRollbackLeanIndexesAndByteOrderThenMigrate: rolling back the last two
-// migrations and migrating again leaves the schema as a straight migration
+// TestRollbackLeanIndexesAndByteOrderThenMigrate: rolling back every migration
+// from 0015 (lean indexes, byte order and all after them) and migrating again leaves the schema as a straight migration
 // did.
 func TestRollbackLeanIndexesAndByteOrderThenMigrate(t *testing.T) {
 	t.Parallel()
@@ -17,8 +17,7 @@ func TestRollbackLeanIndexesAndByteOrderThenMigrate(t *testing.T) {
 		before := catalog(t, e)
 		idx := indexes(t, e.kind, e.db)
 		c := context.Background()
-		require.NoError(t, migrations.RollbackLast(c, e.db))
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0015)
 		require.NoError(t, migrations.Migrate(c, e.db))
 		require.Equal(t, before, catalog(t, e))
 		require.Equal(t, idx, indexes(t, e.kind, e.db))

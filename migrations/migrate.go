@@ -33,14 +33,21 @@ func IDs() []string {
 // Migrate applies every pending migration in one transaction. It is
 // idempotent, and on Postgres it takes a transaction-scoped advisory lock so
 // that app instances starting at once run each migration exactly once (on
-// SQLite the write transaction itself serializes them).
+// SQLite the write transaction itself serializes them). Then it numbers the
+// journal's rows migration 0019 left unnumbered (FillSeq), in short
+// transactions of their own, and returns once every row is.
 func Migrate(ctx context.Context, db *gorm.DB) error {
-	return locked(ctx, db, func(m *gormigrate.Gormigrate) error {
+	err := locked(ctx, db, func(m *gormigrate.Gormigrate) error {
 		if err := m.Migrate(); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	_, err = FillSeq(ctx, db)
+	return err
 }
 
 // RollbackLast undoes the most recently applied migration.

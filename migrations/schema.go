@@ -214,6 +214,7 @@ func all() []*gormigrate.Migration {
 		byteOrderMigration(),
 		retentionPendingMigration(),
 		retentionHeldMigration(),
+		seqMigration(),
 	}
 }
 

@@ -12,8 +12,8 @@ const (
 // Operation is a row of kubun_connector_operation: one outbound write of a
 // connector, with its retry and lease bookkeeping.
 type Operation struct {
-	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_doc_caller_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3"`
-	OperationID          string  `gorm:"column:operation_id;primaryKey;index:kubun_connector_operation_state_key_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:4"`
+	CallerDID            string  `gorm:"column:caller_did;primaryKey;index:kubun_connector_operation_doc_caller_idx,priority:2"`
+	OperationID          string  `gorm:"column:operation_id;primaryKey"`
 	NodeKey              string  `gorm:"column:node_key;not null"`
 	OwnerDID             string  `gorm:"column:owner_did;not null;index:kubun_connector_operation_doc_owner_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:1"`
 	ConnectorName        string  `gorm:"column:connector_name;not null"`
@@ -42,6 +42,13 @@ type Operation struct {
 	EndedLeaseToken *string `gorm:"column:ended_lease_token"`
 	CreatedAt       int64   `gorm:"column:created_at;type:bigint;not null;autoCreateTime:false;index:kubun_connector_operation_doc_caller_idx,priority:3;index:kubun_connector_operation_doc_owner_idx,priority:3;index:kubun_connector_operation_owner_idx,priority:2"`
 	UpdatedAt       int64   `gorm:"column:updated_at;type:bigint;not null;autoUpdateTime:false"`
+	// Seq is the row's place in record order (migration 0019): the key of
+	// the listing indexes and of their cursors, never the operation's
+	// identity (that is CallerDID and OperationID). The database assigns
+	// it (a sequence on PostgreSQL, a trigger on SQLite); gorm never writes
+	// it. Rows recorded before 0019 have negative numbers, in their old
+	// order. Zero on a row read back from an insert that did not return it.
+	Seq int64 `gorm:"column:seq;type:bigint;->;index:kubun_connector_operation_state_key_idx,priority:2;index:kubun_connector_operation_owner_idx,priority:3"`
 }
 
 // TableName returns the seed's table name.

@@ -174,12 +174,16 @@ type ListByStateParams struct {
 }
 
 // ListCursor is where a ListOperationsByState page resumes: the last row's
-// key, and its due time for the overdue listing, which is in due order.
+// key and record-order number, and its due time for the overdue listing,
+// which is in due order.
 type ListCursor struct {
 	OperationKey
 	// DueAt is the row's due time in epoch milliseconds (its next attempt
 	// time, or its record time when it has none); used only by Overdue.
 	DueAt int64
+	// Seq is the row's models.Operation.Seq, the state listing's order;
+	// zero to look it up by the key (a cursor built from a printed key).
+	Seq int64
 }
 
 // CursorAfter returns the cursor just after op.
@@ -188,12 +192,13 @@ func CursorAfter(op *models.Operation) *ListCursor {
 	if op.NextAttemptAt != nil {
 		due = *op.NextAttemptAt
 	}
-	return &ListCursor{OperationKey: OperationKey{CallerDID: op.CallerDID, OperationID: op.OperationID}, DueAt: due}
+	return &ListCursor{OperationKey: OperationKey{CallerDID: op.CallerDID, OperationID: op.OperationID}, DueAt: due, Seq: op.Seq}
 }
 
 // ListOperationsByState returns up to Limit operations in one state after
-// After: in key order (caller, operation id), a keyset page of the
-// state-led key index; the overdue listing in due order, longest waiting
+// After: in record order (seq; migration 0019 keyed the state index by it
+// instead of (caller, operation id), so a claim's and a commit's new row
+// versions write a narrow entry), a keyset page of the state index; the overdue listing in due order, longest waiting
 // first, a keyset page of the claim index. Either way a page costs what it
 // returns however long the journal is, whatever share of the queue is
 // overdue. Narrowed by owner or connector (or a scoped repository's
@@ -255,9 +260,13 @@ func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]model
 	} else {
 		var after []any
 		if p.After != nil {
-			after = []any{p.After.CallerDID, p.After.OperationID}
+			seq, err := r.cursorSeq(ctx, p.After.Seq, p.After.OperationKey)
+			if err != nil {
+				return nil, fmt.Errorf("list %s operations: %w", p.State, err)
+			}
+			after = []any{seq}
 		}
-		q = q.Scopes(scopes.After([]string{"caller_did", "operation_id"}, after))
+		q = q.Scopes(scopes.After([]string{"seq"}, after))
 	}
 	var rows []models.Operation
 	if err := narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit).Find(&rows).Error; err != nil {

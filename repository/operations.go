@@ -231,15 +231,19 @@ func (r *Repository) getOperation(ctx context.Context, k OperationKey) (*models.
 	})
 }
 
-// OperationCursor is the position after which ListOperationsByOwner resumes.
+// OperationCursor is the position after which ListOperationsByOwner
+// resumes: the last row's record time and record-order number (Seq). Its
+// key places a cursor that carries no Seq (one built from a printed key).
 type OperationCursor struct {
 	CreatedAt              int64
 	CallerDID, OperationID string
+	// Seq is the row's models.Operation.Seq; zero to look it up by key.
+	Seq int64
 }
 
 // CursorOf returns the cursor just after op.
 func CursorOf(op *models.Operation) *OperationCursor {
-	return &OperationCursor{CreatedAt: op.CreatedAt, CallerDID: op.CallerDID, OperationID: op.OperationID}
+	return &OperationCursor{CreatedAt: op.CreatedAt, CallerDID: op.CallerDID, OperationID: op.OperationID, Seq: op.Seq}
 }
 
 // ListOperationsParams pages through one owner's operations, oldest first.
@@ -253,7 +257,10 @@ type ListOperationsParams struct {
 }
 
 // ListOperationsByOwner returns up to Limit operations of an owner in
-// (created_at, caller, operation id) order. A short page is the last one.
+// (created_at, seq) order: by record time, then record order (before
+// migration 0019, ties were in key order; rows recorded before it keep that
+// order). A page is one range of the owner index (owner, created_at, seq).
+// A short page is the last one.
 func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperationsParams) (_ []models.Operation, err error) {
 	ctx, end := r.start(ctx, "ListOperationsByOwner")
 	defer end(&err)
@@ -262,11 +269,20 @@ func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperations
 	}
 	var after []any
 	if p.After != nil {
-		after = []any{p.After.CreatedAt, p.After.CallerDID, p.After.OperationID}
+		if p.After.Seq == 0 {
+			if err := (OperationKey{CallerDID: p.After.CallerDID, OperationID: p.After.OperationID}).validate(); err != nil {
+				return nil, fmt.Errorf("list operations: cursor: %w", err)
+			}
+		}
+		seq, err := r.cursorSeq(ctx, p.After.Seq, OperationKey{CallerDID: p.After.CallerDID, OperationID: p.After.OperationID})
+		if err != nil {
+			return nil, fmt.Errorf("list operations: %w", err)
+		}
+		after = []any{p.After.CreatedAt, seq}
 	}
 	var rows []models.Operation
 	err = r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
-		scopes.After([]string{"created_at", "caller_did", "operation_id"}, after)).
+		scopes.After([]string{"created_at", "seq"}, after)).
 		Limit(p.Limit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("list operations of %s: %w", p.OwnerDID, err)
