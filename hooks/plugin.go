@@ -76,6 +76,7 @@ func (p *Plugin) Initialize(db *gorm.DB) error {
 		bind(update, update.Before("gorm:save_after_associations"), verifyName, p.verifyUpdate),
 		bind(update, update.After(afterAll), settleName, p.settleUpdate),
 	}
+	errs = append(errs, installScanRows(db))
 	for i, m := range p.models {
 		stmt := &gorm.Statement{DB: db}
 		if err := stmt.Parse(m); err != nil {

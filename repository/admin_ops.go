@@ -118,7 +118,7 @@ func (r *Repository) operatorWrite(ctx context.Context, action string, k Operati
 	const attempts = 3
 	for range attempts {
 		var rows []models.Operation
-		q := r.conn(ctx).Model(&rows).Clauses(clause.Returning{}).
+		q := r.scanOps(r.conn(ctx), &rows).Clauses(clause.Returning{}).
 			Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID), scopes.State(from...))
 		if guard != nil {
 			q = q.Scopes(guard)

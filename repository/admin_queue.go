@@ -269,7 +269,7 @@ func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]model
 		q = q.Scopes(scopes.After([]string{"seq"}, after))
 	}
 	var rows []models.Operation
-	if err := narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit).Find(&rows).Error; err != nil {
+	if err := findOps(narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit), &rows); err != nil {
 		return nil, fmt.Errorf("list %s operations: %w", p.State, err)
 	}
 	return rows, nil

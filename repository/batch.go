@@ -156,7 +156,7 @@ func (r *Repository) applyFenced(ctx context.Context, ws []fence.Write) ([]Batch
 	}
 	rows := make([]models.Operation, 0, len(ws)) // scanned in place, not grown
 	// Each row found by its key only (see store.StillHeld).
-	q := r.conn(ctx).Model(&rows).Clauses(r.returnOps, plan.From).Where(store.StillHeld(r.leaseNow()))
+	q := r.scanOps(r.conn(ctx), &rows).Clauses(r.returnOps, plan.From).Where(store.StillHeld(r.leaseNow()))
 	for _, c := range plan.Where {
 		q = q.Where(c)
 	}
@@ -219,7 +219,7 @@ func (r *Repository) readFenced(ctx context.Context, fs []Fence) (map[opKey]*mod
 		return nil, err
 	}
 	var rows []models.Operation
-	err = r.primary(ctx).Where(store.KeyInRows(from, vars)).Find(&rows).Error
+	err = findOps(r.primary(ctx).Where(store.KeyInRows(from, vars)), &rows)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// could run again per row the repository's scopes found, each run
 	// locking more rows.
 	claim := func(in *Repository) error {
-		return in.conn(ctx).Model(&rows).Clauses(clause.Returning{}, store.PickedUpdate(in.dueToClaim(ctx, p, now))).
+		return in.scanOps(in.conn(ctx), &rows).Clauses(clause.Returning{}, store.PickedUpdate(in.dueToClaim(ctx, p, now))).
 			Where(store.InPicked).
 			Updates(map[string]any{
 				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),

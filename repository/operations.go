@@ -226,9 +226,15 @@ func (r *Repository) GetOperation(ctx context.Context, k OperationKey) (_ *model
 // getOperation reads one operation on the primary, for GetOperation and
 // for the calls that explain or return a row (without a nested span).
 func (r *Repository) getOperation(ctx context.Context, k OperationKey) (*models.Operation, error) {
-	return takeOne[models.Operation](ctx, r, "operation", k, func(db *gorm.DB) *gorm.DB {
-		return db.Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID))
-	})
+	var rows []models.Operation
+	err := findOps(r.primary(ctx).Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID)).Limit(1), &rows)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("get operation %v: %w", k, err)
+	case len(rows) == 0:
+		return nil, fmt.Errorf("get operation %v: %w", k, ErrNotFound)
+	}
+	return &rows[0], nil
 }
 
 // OperationCursor is the position after which ListOperationsByOwner
@@ -281,9 +287,8 @@ func (r *Repository) ListOperationsByOwner(ctx context.Context, p ListOperations
 		after = []any{p.After.CreatedAt, seq}
 	}
 	var rows []models.Operation
-	err = r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
-		scopes.After([]string{"created_at", "seq"}, after)).
-		Limit(p.Limit).Find(&rows).Error
+	err = findOps(r.conn(ctx).Scopes(scopes.Owner(p.OwnerDID),
+		scopes.After([]string{"created_at", "seq"}, after)).Limit(p.Limit), &rows)
 	if err != nil {
 		return nil, fmt.Errorf("list operations of %s: %w", p.OwnerDID, err)
 	}

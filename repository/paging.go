@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/connstore/connstore/internal/due"
+	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
 )
@@ -16,7 +17,10 @@ func eachPage[T any](ctx context.Context, query func() *gorm.DB, columns []strin
 	cursor func(*T) []any, fn func([]T) error) error {
 	return due.Pages(ctx, size, func(after []any, limit int) ([]T, error) {
 		var page []T
-		err := query().Scopes(scopes.After(columns, after)).Limit(limit).Find(&page).Error
-		return page, err
+		q := query().Scopes(scopes.After(columns, after)).Limit(limit)
+		if ops, ok := any(&page).(*[]models.Operation); ok { // the operation rows' one decoder
+			return page, findOps(q, ops)
+		}
+		return page, q.Find(&page).Error
 	}, cursor, fn)
 }
