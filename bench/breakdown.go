@@ -60,6 +60,14 @@ var textKeys = []string{
 	`CREATE INDEX kubun_connector_operation_owner_idx ON kubun_connector_operation (owner_did, created_at, caller_did, operation_id)`,
 }
 
+// flowNotBinding puts the bench's account under flow control with a cap
+// and a rate far above what the run reaches: the flow claim's cost when
+// limits are configured and do not bind.
+var flowNotBinding = []string{
+	`INSERT INTO kubun_connector_flow_account (connector_name, account_key, max_in_flight, rate, period_ms, burst, eligible_at)
+		VALUES ('crm', 'a', 1000000, 10000000, 1000, 10000000, 0)`,
+}
+
 // breakdownVariants are the journals the breakdown measures the pool on,
 // each against River at its best in the same rounds.
 var breakdownVariants = []struct {
@@ -72,6 +80,7 @@ var breakdownVariants = []struct {
 	{"without retention's feed", unreadUpkeep[4:]},
 	{"without the owner and state key indexes", unreadUpkeep[:2]},
 	{"without any of that upkeep", unreadUpkeep},
+	{"flow control with a cap and a rate that do not bind", flowNotBinding},
 }
 
 // breakdown measures the pool at its best against River at MaxWorkers

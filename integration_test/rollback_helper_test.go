@@ -17,6 +17,7 @@ const (
 	mig0015 = "connstore_0015_lean_operation_indexes"
 	mig0017 = "connstore_0017_retention_pending"
 	mig0018 = "connstore_0018_retention_held"
+	mig0019 = "connstore_0019_operation_seq"
 )
 
 // rollbackThrough rolls back every migration applied after id, and id itself,

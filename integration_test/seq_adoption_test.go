@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func TestSeqAdoptionNumbersEveryRowInOrder(t *testing.T) {
 	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		c := ctx(t)
-		require.NoError(t, migrations.RollbackLast(c, e.db))
+		rollbackThrough(t, e.db, mig0019)
 		// Records out of key order and with ties on created_at, as a journal has.
 		for i, id := range []string{"op-9", "op-1", "op-5", "op-3", "op-7"} {
 			now := e.clock.Millis() + int64(i/2)
@@ -95,7 +96,7 @@ func TestSeqFillAt1MWithoutALongLock(t *testing.T) {
 	e := setup(t, pgKind)
 	c := ctx(t)
 	const rows = 1_000_000
-	require.NoError(t, migrations.RollbackLast(c, e.db))
+	rollbackThrough(t, e.db, mig0019)
 	now := e.clock.Millis()
 	require.NoError(t, e.db.Exec(`INSERT INTO kubun_connector_operation (caller_did, operation_id, node_key,
 		owner_did, connector_name, model, op, account_key, target, deterministic_event_id, payload_hash,
@@ -129,6 +130,9 @@ func TestSeqFillAt1MWithoutALongLock(t *testing.T) {
 	var slowest atomic.Int64
 	writerDone := make(chan error, 1)
 	writeCtx, stopWriter := context.WithCancel(c)
+	// What a write waits on, sampled, so that a failure names it.
+	var writerPID atomic.Int64
+	blockers := watchBlockers(writeCtx, t, openDSN(t, e.kind, e.dsn), &writerPID)
 	go func() {
 		var err error
 		for i := 0; writeCtx.Err() == nil; i++ {
@@ -137,6 +141,11 @@ func TestSeqFillAt1MWithoutALongLock(t *testing.T) {
 				if err := tx.Exec("SET LOCAL lock_timeout = '5s'").Error; err != nil {
 					return err
 				}
+				var pid int64
+				if err := tx.Raw("SELECT pg_backend_pid()").Scan(&pid).Error; err != nil {
+					return err
+				}
+				writerPID.Store(pid)
 				return tx.Exec(`UPDATE kubun_connector_operation SET provider_etag = ? WHERE caller_did = ? AND operation_id = ?`,
 					fmt.Sprint(i), fmt.Sprintf("caller-%d", (i*7919)%rows%7), fmt.Sprintf("op-%d", (i*7919)%rows)).Error
 			})
@@ -163,12 +172,44 @@ func TestSeqFillAt1MWithoutALongLock(t *testing.T) {
 	filling.Store(false)
 	fill := time.Since(fillStart)
 	stopWriter()
-	require.NoError(t, <-writerDone, "a write waited out its lock timeout during the fill")
-	t.Logf("%d rows: migration transaction %v, fill %v; %d writes, %d during the fill, slowest %v",
-		rows, ddl, fill, writes.Load(), during.Load(), time.Duration(slowest.Load()))
+	require.NoError(t, <-writerDone, "a write waited out its lock timeout during the fill; it waited on %v", blockers())
+	t.Logf("%d rows: migration transaction %v, fill %v; %d writes, %d during the fill, slowest %v; blocked by %v",
+		rows, ddl, fill, writes.Load(), during.Load(), time.Duration(slowest.Load()), blockers())
 	require.Greater(t, during.Load(), int64(10), "writes land while the fill runs")
 	requireSeqInRecordOrder(t, e.db)
 	n, err := migrations.FillSeq(c, e.db)
 	require.NoError(t, err)
 	require.Zero(t, n, "a numbered journal has nothing left to fill")
+}
+
+// watchBlockers samples, every 50 ms until ctx ends, the sessions that
+// block the backend whose pid is in pid, and returns a function listing
+// what it saw (the blocker's backend type, wait and statement).
+func watchBlockers(ctx context.Context, t *testing.T, db *gorm.DB, pid *atomic.Int64) func() []string {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	go func() {
+		for ctx.Err() == nil {
+			var rows []struct {
+				BackendType, State, Query string
+			}
+			_ = db.WithContext(ctx).Raw(`SELECT backend_type, COALESCE(state, '') AS state, LEFT(query, 200) AS query
+				FROM pg_stat_activity WHERE pid = ANY (pg_blocking_pids(CAST(? AS integer)))`, pid.Load()).Scan(&rows).Error
+			mu.Lock()
+			for _, r := range rows {
+				seen[r.BackendType+" ("+r.State+"): "+r.Query] = true
+			}
+			mu.Unlock()
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := make([]string, 0, len(seen))
+		for k := range seen {
+			out = append(out, k)
+		}
+		return out
+	}
 }

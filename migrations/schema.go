@@ -215,6 +215,7 @@ func all() []*gormigrate.Migration {
 		retentionPendingMigration(),
 		retentionHeldMigration(),
 		seqMigration(),
+		flowMigration(),
 	}
 }
 

@@ -26,6 +26,9 @@ var counters = map[repository.EventKind]string{
 	repository.EventCollected:         "finished operations deleted by retention",
 	repository.EventReceiptRetry:      "relist receipts re-run after a sequence clash",
 	repository.EventReceiptFallback:   "relist receipts whose plain inserts fell back to ON CONFLICT",
+	repository.EventThrottled:         "claims that found work only behind accounts' flow limits",
+	repository.EventAccountPaused:     "provider accounts paused (reason: the connector)",
+	repository.EventAccountResumed:    "provider accounts resumed early (reason: the connector)",
 }
 
 // Observer is a repository.Observer on OpenTelemetry.

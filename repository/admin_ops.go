@@ -127,6 +127,10 @@ func (r *Repository) operatorWrite(ctx context.Context, action string, k Operati
 			return nil, fmt.Errorf("%s operation %s: %w", action, k, err)
 		}
 		if len(rows) == 1 {
+			// A requeue brings its account work; a forced cancel frees a slot.
+			if err := r.wakeFlow(ctx, []*models.Operation{&rows[0]}, nil); err != nil {
+				r.log.WarnContext(ctx, "connstore: waking the account after "+action+" failed", "err", err)
+			}
 			return &rows[0], nil
 		}
 		op, err := r.getOperation(ctx, k)

@@ -1,10 +1,12 @@
 package repository
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/connstore/connstore/internal/store"
@@ -250,27 +252,66 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 // listPage reads one ListOperationsByState page (p validated, its
 // OverdueAfter resolved).
 func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
-	q := r.conn(ctx).Scopes(scopes.State(p.State))
 	if p.Overdue {
-		q = q.Where(store.DueAtMost(r.nowMillis() - p.OverdueAfter.Milliseconds())).Scopes(scopes.LeaseFreeAt(r.leaseNow())).
-			Order(store.DueOrder)
-		if p.After != nil {
-			q = q.Where(store.DueAfter(p.After.DueAt, p.After.CallerDID, p.After.OperationID))
-		}
-	} else {
-		var after []any
-		if p.After != nil {
-			seq, err := r.cursorSeq(ctx, p.After.Seq, p.After.OperationKey)
-			if err != nil {
-				return nil, fmt.Errorf("list %s operations: %w", p.State, err)
-			}
-			after = []any{seq}
-		}
-		q = q.Scopes(scopes.After([]string{"seq"}, after))
+		return r.overduePage(ctx, p)
 	}
+	var after []any
+	if p.After != nil {
+		seq, err := r.cursorSeq(ctx, p.After.Seq, p.After.OperationKey)
+		if err != nil {
+			return nil, fmt.Errorf("list %s operations: %w", p.State, err)
+		}
+		after = []any{seq}
+	}
+	q := r.conn(ctx).Scopes(scopes.State(p.State), scopes.After([]string{"seq"}, after))
 	var rows []models.Operation
 	if err := findOps(narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit), &rows); err != nil {
 		return nil, fmt.Errorf("list %s operations: %w", p.State, err)
 	}
 	return rows, nil
+}
+
+// overduePage reads one page of the overdue listing: the overdue rows of
+// accounts under no flow control (the plain claim index) and of accounts
+// under flow control (its own index in due order, migration 0020), each a
+// keyset range read in due order up to the page's size, merged.
+func (r *Repository) overduePage(ctx context.Context, p ListByStateParams) ([]models.Operation, error) {
+	var parts [2][]models.Operation
+	for i, pred := range []string{store.PlainAttempted, store.FlowAttempted} {
+		q := r.conn(ctx).Where(pred).Where(store.DueAtMost(r.nowMillis() - p.OverdueAfter.Milliseconds())).
+			Scopes(scopes.LeaseFreeAt(r.leaseNow())).Order(store.DueOrder)
+		if p.After != nil {
+			q = q.Where(store.DueAfter(p.After.DueAt, p.After.CallerDID, p.After.OperationID))
+		}
+		if err := findOps(narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit), &parts[i]); err != nil {
+			return nil, fmt.Errorf("list overdue operations: %w", err)
+		}
+	}
+	return mergeByDue(parts[0], parts[1], p.Limit), nil
+}
+
+// mergeByDue merges two pages in due order (store.DueOrder) into one of at
+// most limit rows.
+func mergeByDue(a, b []models.Operation, limit int) []models.Operation {
+	out := make([]models.Operation, 0, min(limit, len(a)+len(b)))
+	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || (len(a) > 0 && dueBefore(&a[0], &b[0])) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+// dueBefore orders operations as store.DueOrder does.
+func dueBefore(x, y *models.Operation) bool {
+	dx, dy := x.CreatedAt, y.CreatedAt
+	if x.NextAttemptAt != nil {
+		dx = *x.NextAttemptAt
+	}
+	if y.NextAttemptAt != nil {
+		dy = *y.NextAttemptAt
+	}
+	return cmp.Or(cmp.Compare(dx, dy), strings.Compare(x.CallerDID, y.CallerDID), strings.Compare(x.OperationID, y.OperationID)) < 0
 }

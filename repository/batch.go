@@ -164,8 +164,21 @@ func (r *Repository) applyFenced(ctx context.Context, ws []fence.Write) ([]Batch
 		return nil, err
 	}
 	written := make(map[opKey]*models.Operation, len(rows))
+	var ended []*models.Operation
+	released := map[opKey]bool{}
 	for i := range rows {
 		written[opKey{rows[i].CallerDID, rows[i].OperationID}] = &rows[i]
+	}
+	for _, w := range ws {
+		k := keyOf(Fence(w.Target))
+		if op := written[k]; op != nil && w.Ends {
+			ended = append(ended, op)
+			released[k] = w.Action == fence.ActionRelease
+		}
+	}
+	// A lease a write ended frees its account's slot (flow control).
+	if err := r.wakeFlow(ctx, ended, released); err != nil {
+		r.log.WarnContext(ctx, "connstore: waking accounts after a write failed; they wait for their next lease expiry", "err", err)
 	}
 	return r.outcomes(ctx, ws, written)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/connstore/connstore/internal/dialect"
 	"github.com/connstore/connstore/internal/fence"
+	"github.com/connstore/connstore/internal/flow"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
@@ -41,23 +42,58 @@ type ClaimParams struct {
 func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []models.Operation, err error) {
 	ctx, end := r.start(ctx, "ClaimOperations")
 	defer end(&err)
+	res, err := r.claim(ctx, p)
+	return res.Operations, err
+}
+
+// ClaimResult is what a claim leased, and what held other work back.
+type ClaimResult struct {
+	// Operations are the leased operations, as ClaimOperations returns them.
+	Operations []models.Operation
+	// Throttled is true when accounts under flow control were looked at and
+	// held back by their limits (a cap, a rate, a pause, their connector's):
+	// the claim was gated, not idle.
+	Throttled bool
+	// NextEligible is the earliest time an account under flow control can
+	// be served again (its pause's end, its next token, a lease's expiry),
+	// by the repository's clock; zero when no account waits on time. A pool
+	// that claimed nothing sleeps until then rather than a whole poll.
+	NextEligible time.Time
+}
+
+// Claim is ClaimOperations with what held work back (see ClaimResult).
+func (r *Repository) Claim(ctx context.Context, p ClaimParams) (_ ClaimResult, err error) {
+	ctx, end := r.start(ctx, "Claim")
+	defer end(&err)
+	return r.claim(ctx, p)
+}
+
+// claim is ClaimOperations' and Claim's one body. With no account under
+// flow control it is the plain claim alone: one UPDATE of the rows the
+// plain claim index gives, as before flow control existed. With some, in
+// the same transaction: rows of controlled accounts met among the first
+// due plain rows are moved under flow control (see convertToFlow), the
+// flow claim serves the eligible accounts (internal/flow), and the plain
+// claim fills the rest of the limit with rows of accounts under none.
+func (r *Repository) claim(ctx context.Context, p ClaimParams) (ClaimResult, error) {
+	var res ClaimResult
 	if err := errors.Join(requireLimit(p.Limit), requireText("claim", p)); err != nil {
-		return nil, fmt.Errorf("claim operations: %w", err)
+		return res, fmt.Errorf("claim operations: %w", err)
 	}
 	if p.LeaseFor <= 0 {
-		return nil, fmt.Errorf("claim operations: %w", invalid("lease duration %v must be positive", p.LeaseFor))
+		return res, fmt.Errorf("claim operations: %w", invalid("lease duration %v must be positive", p.LeaseFor))
 	}
 	// A token the id source could not make unique (empty) would let every
 	// claim's holder write as every other's: refused before anything moves.
 	token := r.newID()
 	if err := requireKeys("lease token from Options.NewIDFunc", token); err != nil {
-		return nil, fmt.Errorf("claim operations: %w", err)
+		return res, fmt.Errorf("claim operations: %w", err)
 	}
 	now := r.now()
 	// Room for the claim up front (up to a bound: a huge Limit must not
-	// allocate before anything is due): gorm scans into a slice with
-	// capacity in place, where an empty one grows by copying its rows.
+	// allocate before anything is due): rows are decoded into it in place.
 	rows := make([]models.Operation, 0, min(p.Limit, 4096))
+	lease := r.leaseSet(token, now, p.LeaseFor)
 	// Bitmap scans and sorts off: with statistics that lag the queue (a due
 	// backlog the last ANALYZE did not see), the planner expects a handful
 	// of due rows and reads all of them, through a bitmap or another index
@@ -67,31 +103,72 @@ func (r *Repository) ClaimOperations(ctx context.Context, p ClaimParams) (_ []mo
 	// changes those (store.PickedUpdate): a pick in the UPDATE's condition
 	// could run again per row the repository's scopes found, each run
 	// locking more rows.
-	claim := func(in *Repository) error {
-		return in.scanOps(in.conn(ctx), &rows).Clauses(clause.Returning{}, store.PickedUpdate(in.dueToClaim(ctx, p, now))).
-			Where(store.InPicked).
-			Updates(map[string]any{
-				"lease_token": token, "lease_expires_at": in.leaseUntil(p.LeaseFor),
-				// Not due again until the lease would expire: a held row
-				// leaves the claim's index range, and a crashed holder's
-				// row comes due when its lease runs out.
-				// (by the application's clock, as every due time is; the
-				// lease itself follows the lease clock).
-				"next_attempt_at": now.Add(p.LeaseFor).UnixMilli(),
-				"updated_at":      now.UnixMilli(),
-			}).Error
+	plain := func(in *Repository, limit int, filtered bool) error {
+		pp := p
+		pp.Limit = limit
+		q := in.scanOps(in.conn(ctx), &rows).Clauses(clause.Returning{}, store.PickedUpdate(in.dueToClaim(ctx, pp, now))).
+			Where(store.InPicked)
+		if filtered {
+			q = q.Where(flow.NotControlled)
+		}
+		return q.Updates(lease).Error
 	}
 	// A planner with lagging statistics would rather read the whole due
 	// range and sort it: told not to for this statement, and to plan it
 	// once per connection (claimStatementPlan).
-	err = r.withPlanSettings(ctx, claimStatementPlan, func(tx *gorm.DB) error { return claim(r.WithTx(tx)) })
+	err := r.withPlanSettings(ctx, claimStatementPlan, func(tx *gorm.DB) error {
+		in := r.WithTx(tx)
+		on, err := flow.On(in.base(ctx))
+		if err != nil || !on {
+			return cmp.Or(err, plain(in, p.Limit, false))
+		}
+		moved, err := in.convertToFlow(ctx, p, now)
+		if err != nil {
+			return err
+		}
+		fr, err := in.flowClaim(ctx, p, now, lease)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, fr.Ops...)
+		res.Throttled = fr.Read > 0 && len(fr.Ops) == 0
+		switch {
+		case moved > 0:
+			// Rows just moved under flow control may be claimable at once.
+			res.NextEligible = now
+		case fr.NextEligible < flow.Never:
+			res.NextEligible = time.UnixMilli(fr.NextEligible)
+		}
+		if rest := p.Limit - len(rows); rest > 0 {
+			return plain(in, rest, true)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("claim operations: %w", err)
+		return res, fmt.Errorf("claim operations: %w", err)
 	}
 	if len(rows) > 0 {
 		r.emit(ctx, EventClaimed, int64(len(rows)), "")
 	}
-	return inKeyOrder(rows), nil
+	if res.Throttled {
+		r.emit(ctx, EventThrottled, 1, "")
+	}
+	res.Operations = inKeyOrder(rows)
+	return res, nil
+}
+
+// leaseSet is what a claim writes on every row it leases.
+func (r *Repository) leaseSet(token string, now time.Time, leaseFor time.Duration) map[string]any {
+	return map[string]any{
+		"lease_token": token, "lease_expires_at": r.leaseUntil(leaseFor),
+		// Not due again until the lease would expire: a held row
+		// leaves the claim's index range, and a crashed holder's
+		// row comes due when its lease runs out.
+		// (by the application's clock, as every due time is; the
+		// lease itself follows the lease clock).
+		"next_attempt_at": now.Add(leaseFor).UnixMilli(),
+		"updated_at":      now.UnixMilli(),
+	}
 }
 
 // inKeyOrder returns ops in key order (caller, operation id), each row moved
@@ -148,7 +225,12 @@ var claimStatementPlan = append(slices.Clip(claimPlan), dialect.Setting{Name: "p
 // a literal, not a parameter, so both databases can prove the partial
 // index's predicate from the query.
 func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Time) *gorm.DB {
-	q := r.conn(ctx).Model(&models.Operation{}).Select("caller_did", "operation_id").
+	return r.dueToClaimWith(ctx, p, now, "caller_did", "operation_id")
+}
+
+// dueToClaimWith is dueToClaim selecting cols (the key first).
+func (r *Repository) dueToClaimWith(ctx context.Context, p ClaimParams, now time.Time, cols ...string) *gorm.DB {
+	q := r.conn(ctx).Model(&models.Operation{}).Select(cols).
 		Where(store.DueBy(now.UnixMilli())).
 		Scopes(scopes.LeaseFreeAt(r.leaseNow())).Order(store.DueAt)
 	q = r.dialect.FixedLimit(q, store.ClaimBucket(p.Limit))
@@ -165,7 +247,7 @@ func (r *Repository) dueToClaim(ctx context.Context, p ClaimParams, now time.Tim
 	q = r.dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_claim_idx")
 	// Unscoped: the scopes are the inner query's, and the outer one reads
 	// only its rows.
-	return store.FirstDue(r.base(ctx), q, p.Limit)
+	return store.FirstDue(r.base(ctx), q, p.Limit, cols...)
 }
 
 // Fence names a leased operation and the token its holder was given. Every

@@ -33,6 +33,16 @@ const (
 	// collation that equates ids) and fell back to the seed's
 	// ON CONFLICT path: harmless, but a steady count names such a writer.
 	EventReceiptFallback EventKind = "receipt_fallback"
+	// EventThrottled is a claim that found work only behind accounts'
+	// limits (a cap, a rate, a pause): gated, not idle.
+	EventThrottled EventKind = "throttled"
+	// EventAccountPaused is an account paused (Reason: its connector, so
+	// metrics keep a bounded cardinality); the structured log names the
+	// account with the pause's end.
+	EventAccountPaused EventKind = "account_paused"
+	// EventAccountResumed is an account's pause ended early (Reason: its
+	// connector).
+	EventAccountResumed EventKind = "account_resumed"
 )
 
 // Event is one observation of a repository call.

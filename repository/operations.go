@@ -187,7 +187,7 @@ func (r *Repository) RecordOperations(ctx context.Context, ins []OperationInput)
 	err = r.Transaction(ctx, func(_ *gorm.DB, tx *Repository) error {
 		// The plugin seeds each row's incarnation before the INSERT: a
 		// stored row with that incarnation is one this call created.
-		if err := tx.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, recordBatch).Error; err != nil {
+		if err := insertInDocumentOrder(tx.conn(ctx).Clauses(clause.OnConflict{DoNothing: true}), rows); err != nil {
 			return err
 		}
 		stored, err = tx.readFenced(ctx, fences)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/internal/store"
 )
 
 // cursorSeq is the record-order number a listing cursor resumes after: seq
@@ -19,9 +19,7 @@ func (r *Repository) cursorSeq(ctx context.Context, seq int64, k OperationKey) (
 	if seq != 0 {
 		return seq, nil
 	}
-	var found []int64
-	err := r.base(ctx).Model(&models.Operation{}).Where("caller_did = ? AND operation_id = ?", k.CallerDID, k.OperationID).
-		Limit(1).Pluck("seq", &found).Error
+	found, err := store.SeqOf(r.base(ctx), k.CallerDID, k.OperationID)
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("place cursor %s/%s: %w", k.CallerDID, k.OperationID, err)

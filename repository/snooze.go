@@ -14,6 +14,15 @@ type SnoozeParams struct {
 	// Until is when the operation is due again; required. A provider's
 	// Retry-After, a rate limit's reset or a dependency not ready yet.
 	Until time.Time
+	// PauseAccount also pauses the operation's account until Until (the
+	// provider's 429 with Retry-After applies to the account, not to this
+	// operation alone): no instance claims the account's operations until
+	// then, and an adaptive account's live cap halves. Kind and HTTPStatus
+	// are recorded as the operation's last answer; the attempt is not
+	// counted, so the provider's throttling never kills an operation.
+	PauseAccount bool
+	Kind         string
+	HTTPStatus   *int64
 }
 
 // Validate reports, as ErrInvalidInput, what SnoozeOperation(s) would
@@ -24,6 +33,18 @@ func (p SnoozeParams) Validate() error {
 	}
 	if err := requireTime("snooze until", p.Until); err != nil {
 		return fmt.Errorf("snooze: %w", err)
+	}
+	if err := requireText("snooze kind", p.Kind); err != nil {
+		return fmt.Errorf("snooze: %w", err)
+	}
+	if (p.Kind != "" || p.HTTPStatus != nil) && !p.PauseAccount {
+		return fmt.Errorf("snooze: %w", invalid("a kind and HTTP status are recorded only with PauseAccount"))
+	}
+	if p.PauseAccount && p.Kind == "" {
+		return fmt.Errorf("snooze: %w", invalid("PauseAccount needs a kind (the provider's answer)"))
+	}
+	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
+		return fmt.Errorf("snooze: %w", invalid("HTTP status %d is not 100–599", *p.HTTPStatus))
 	}
 	return nil
 }
@@ -39,7 +60,11 @@ func (r *Repository) SnoozeOperation(ctx context.Context, p SnoozeParams) (_ *Fe
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return r.fencedUpdate(ctx, snoozeWrite(p))
+	w, err := r.fencedUpdate(ctx, snoozeWrite(p))
+	if err == nil && p.PauseAccount && !w.Replay {
+		err = r.pause(ctx, AccountKey{w.ConnectorName, w.AccountKey}, p.Until.UnixMilli(), true)
+	}
+	return w, err
 }
 
 // SnoozeOperations snoozes many leased operations in one statement, each as
@@ -55,10 +80,31 @@ func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_
 		}
 		ws[i] = snoozeWrite(p)
 	}
-	return r.batchFenced(ctx, "snooze operations", ws)
+	out, err := r.batchFenced(ctx, "snooze operations", ws)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range ps {
+		if o := out[i]; p.PauseAccount && o.Err == nil && !o.Write.Replay {
+			if err := r.pause(ctx, AccountKey{o.Write.ConnectorName, o.Write.AccountKey}, p.Until.UnixMilli(), true); err != nil {
+				return nil, fmt.Errorf("snooze operations: %w", err)
+			}
+		}
+	}
+	return out, nil
 }
 
 // snoozeWrite is the fenced write of one snooze.
 func snoozeWrite(p SnoozeParams) fence.Write {
-	return fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli())
+	w := fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli())
+	if p.PauseAccount {
+		// Under flow control from now on: the plain claim must not lease it
+		// around its account's pause.
+		w.Set["flow"] = true
+		w.Set["last_kind"] = p.Kind
+		if p.HTTPStatus != nil {
+			w.Set["last_http_status"] = *p.HTTPStatus
+		}
+	}
+	return w
 }

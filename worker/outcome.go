@@ -107,6 +107,14 @@ func decide(j *job, res Result, cause error, panicked bool, now time.Time) outco
 		} else {
 			o.refusal = o.snooze.Validate()
 		}
+	case kindPause:
+		o.act, o.snooze = actSnooze, repository.SnoozeParams{Fence: j.fence, Until: *res.notBefore, PauseAccount: true,
+			Kind: res.failureKind, HTTPStatus: res.httpStatus}
+		if !res.notBefore.After(now) {
+			o.refusal = fmt.Errorf("pause account of %s: %w: until %v is not after now", j.fence, repository.ErrInvalidInput, *res.notBefore)
+		} else {
+			o.refusal = o.snooze.Validate()
+		}
 	case kindDead:
 		o.act = actDead
 	case kindReconcileOnly:

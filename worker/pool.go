@@ -49,12 +49,20 @@ type Stats struct {
 	Unrecorded int64
 	// Wakeups is the times a recorded operation woke an idle pool.
 	Wakeups int64
+	// Throttled is the claims that found work only behind accounts'
+	// limits (flow control): the pool was gated, not idle, and slept until
+	// the next account could be served rather than a whole poll.
+	Throttled int64
+	// PausedAccounts is the account pauses its handlers reported
+	// (PauseAccount results recorded).
+	PausedAccounts int64
 }
 
 // counters are a pool's Stats as they accumulate.
 type counters struct {
 	claimed, committed, retried, dead, reconcileOnly, snoozed, released atomic.Int64
 	refused, leaseLost, panicked, timedOut, unrecorded, wakeups         atomic.Int64
+	throttled, pausedAccounts                                           atomic.Int64
 }
 
 // Pool is a re-drive worker pool; see the package doc.
@@ -93,5 +101,5 @@ func (p *Pool) Stats() Stats {
 		Dead: s.dead.Load(), ReconcileOnly: s.reconcileOnly.Load(), Snoozed: s.snoozed.Load(),
 		Released: s.released.Load(), Refused: s.refused.Load(), LeaseLost: s.leaseLost.Load(),
 		Panicked: s.panicked.Load(), TimedOut: s.timedOut.Load(), Unrecorded: s.unrecorded.Load(),
-		Wakeups: s.wakeups.Load()}
+		Wakeups: s.wakeups.Load(), Throttled: s.throttled.Load(), PausedAccounts: s.pausedAccounts.Load()}
 }

@@ -122,7 +122,17 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		s.retried.Add(1)
 		return OutcomeRetried
 	})
-	writeAll(ctx, r, settled, "snooze", snoozes, func(p repository.SnoozeParams) repository.Fence { return p.Fence }, r.pool.repo.SnoozeOperations, func(repository.BatchOutcome) string { s.snoozed.Add(1); return OutcomeSnoozed })
+	paused := map[repository.Fence]bool{}
+	for _, p := range snoozes {
+		paused[p.Fence] = p.PauseAccount
+	}
+	writeAll(ctx, r, settled, "snooze", snoozes, func(p repository.SnoozeParams) repository.Fence { return p.Fence }, r.pool.repo.SnoozeOperations, func(o repository.BatchOutcome) string {
+		s.snoozed.Add(1)
+		if paused[o.Fence] {
+			s.pausedAccounts.Add(1)
+		}
+		return OutcomeSnoozed
+	})
 	finish := func(state string) func(context.Context, []repository.Fence) ([]repository.BatchOutcome, error) {
 		return func(ctx context.Context, fs []repository.Fence) ([]repository.BatchOutcome, error) {
 			return r.pool.repo.FinishOperations(ctx, fs, state)
@@ -148,6 +158,17 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 	r.mu.Unlock()
 	for range freed {
 		<-r.slots
+	}
+	// A finished operation under flow control freed its account's slot:
+	// the fetcher, perhaps gated on that account, claims again now.
+	for _, o := range batch {
+		if o.job.op.Flow {
+			select {
+			case r.wake <- struct{}{}:
+			default:
+			}
+			break
+		}
 	}
 }
 

@@ -20,6 +20,7 @@ const (
 	kindSnooze
 	kindDead
 	kindReconcileOnly
+	kindPause
 )
 
 // Result is how a handler's attempt ended; build it with Commit, Retry,
@@ -61,6 +62,16 @@ func RetryAt(kind string, httpStatus *int64, notBefore time.Time) Result {
 // counting an attempt: it is not a failure, so the backoff neither delays
 // nor kills it.
 func Snooze(d time.Duration) Result { return Result{kind: kindSnooze, snooze: d} }
+
+// PauseAccount reports the provider's throttling of the operation's account
+// (a 429 with Retry-After, a quota's reset): the whole account is paused
+// until until, on every instance, and this operation is due again then. The
+// attempt is not counted (the backoff never kills an operation for the
+// provider's throttling); kind and httpStatus (nil, or 100–599) are
+// recorded as its last answer. An adaptive account's live cap halves.
+func PauseAccount(kind string, httpStatus *int64, until time.Time) Result {
+	return Result{kind: kindPause, failureKind: kind, httpStatus: httpStatus, notBefore: &until}
+}
 
 // Dead reports an operation that needs a user's action.
 func Dead() Result { return Result{kind: kindDead} }

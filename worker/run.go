@@ -190,8 +190,9 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 			return
 		}
 		claimedAt, storeNow := time.Now(), r.pool.repo.Now()
-		ops, err := r.pool.repo.ClaimOperations(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
+		res, err := r.pool.repo.Claim(claims, repository.ClaimParams{Limit: free, LeaseFor: cfg.LeaseFor,
 			ConnectorName: cfg.ConnectorName, OwnerDID: cfg.OwnerDID})
+		ops := res.Operations
 		r.pool.stats.claimed.Add(int64(len(ops)))
 		for i := range ops {
 			r.start(work, ops[i], claimedAt, storeNow)
@@ -208,7 +209,19 @@ func (r *run) fetch(ctx, claims, work context.Context) {
 			r.pause(ctx, min(cfg.PollInterval<<min(failures, 10), max(10*cfg.PollInterval, 5*time.Second)))
 		case len(ops) == 0:
 			failures = 0
-			r.pause(ctx, cfg.PollInterval)
+			wait := cfg.PollInterval
+			if res.Throttled {
+				r.pool.stats.throttled.Add(1)
+			}
+			// Gated by flow control: back when the next account can be
+			// served (a pause's end, a token), if that is sooner than a poll;
+			// a slot freed by this pool's own results wakes it sooner still.
+			if !res.NextEligible.IsZero() {
+				if d := res.NextEligible.Sub(r.pool.repo.Now()); d < wait {
+					wait = max(d, time.Millisecond)
+				}
+			}
+			r.pause(ctx, wait)
 		default:
 			failures = 0
 		}

@@ -37,6 +37,11 @@ type flagValues struct {
 	overdue, resetAttempts, force                                     bool
 	limit, maxPasses                                                  int
 	afterDue                                                          int64
+	// accounts
+	until                               time.Duration
+	maxInFlight, rate, burst, growAfter int64
+	period                              time.Duration
+	adaptive, fair, ordered, pausedOnly bool
 }
 
 func newCLI(stdout io.Writer, getenv func(string) string) *cli {

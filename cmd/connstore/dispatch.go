@@ -30,6 +30,10 @@ var commands = map[string]command{
 	"sync set-status": {run: syncSetStatus, flags: syncSetStatusFlags},
 	"retention run":   {run: retentionRun, flags: retentionFlags},
 	"auth purge":      {run: authPurge, flags: authPurgeFlags},
+	"accounts list":   {run: accountsList, flags: accountsListFlags},
+	"accounts set":    {run: accountsSet, flags: accountsSetFlags, args: []string{"CONNECTOR/ACCOUNT"}},
+	"accounts pause":  {run: accountsPause, flags: accountsPauseFlags, args: []string{"CONNECTOR/ACCOUNT"}},
+	"accounts resume": {run: accountsResume, args: []string{"CONNECTOR/ACCOUNT"}},
 }
 
 // dispatch finds the command named by args, parses its flags and runs it.

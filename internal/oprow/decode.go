@@ -59,6 +59,7 @@ var columns = []struct {
 	{"created_at", integer(func(o *models.Operation) *int64 { return &o.CreatedAt })},
 	{"updated_at", integer(func(o *models.Operation) *int64 { return &o.UpdatedAt })},
 	{"seq", integer(func(o *models.Operation) *int64 { return &o.Seq })},
+	{"flow", boolean(func(o *models.Operation) *bool { return &o.Flow })},
 }
 
 // byName finds a column's setter.
@@ -161,6 +162,25 @@ func optInteger(f func(*models.Operation) **int64) setter {
 			*f(o) = nil
 		}
 		return err
+	}
+}
+
+// boolean sets a NOT NULL boolean column: PostgreSQL's bool, SQLite's 0 or 1.
+func boolean(f func(*models.Operation) *bool) setter {
+	return func(o *models.Operation, v any) error {
+		switch x := v.(type) {
+		case bool:
+			*f(o) = x
+		case nil:
+			*f(o) = false
+		default:
+			n, _, err := asInt(v)
+			if err != nil {
+				return err
+			}
+			*f(o) = n != 0
+		}
+		return nil
 	}
 }
 

@@ -18,8 +18,19 @@ const DueAt = "COALESCE(next_attempt_at, created_at)"
 // range of the claim index. The state is a literal, not a parameter, so both
 // databases can prove the partial index's predicate from the query.
 func DueBy(now int64) clause.Expr {
-	return clause.Expr{SQL: "state = '" + models.OperationAttempted + "' AND " + DueAt + " <= ?", Vars: []any{now}}
+	return clause.Expr{SQL: PlainAttempted + " AND " + DueAt + " <= ?", Vars: []any{now}}
 }
+
+// PlainAttempted and FlowAttempted are the predicates of the two claim
+// indexes (migration 0020): attempted rows of accounts under no flow
+// control, claimed oldest first across the journal, and those of accounts
+// under flow control, claimed account by account. Written as literals, as
+// the indexes have them, so both databases prove the index's predicate
+// from the query.
+const (
+	PlainAttempted = "state = '" + models.OperationAttempted + "' AND NOT flow"
+	FlowAttempted  = "state = '" + models.OperationAttempted + "' AND flow"
+)
 
 // ClaimBucket is how many rows at most the inner query of a claim of n
 // picks: the smallest power of two at least n. That limit is written into
@@ -41,8 +52,8 @@ func ClaimBucket(n int) int {
 // outer query has no ORDER BY of its own: both databases stream a
 // subquery's rows in its order (a Subquery Scan, a co-routine), and an
 // ORDER BY there made PostgreSQL sort, so pull and lock, every picked row.
-func FirstDue(db, picked *gorm.DB, n int) *gorm.DB {
-	return db.Table("(?) AS "+firstDueAlias, picked).Select("caller_did", "operation_id").Limit(n)
+func FirstDue(db, picked *gorm.DB, n int, cols ...string) *gorm.DB {
+	return db.Table("(?) AS "+firstDueAlias, picked).Select(cols).Limit(n)
 }
 
 // The names the claim statement introduces carry the store's table prefix:
@@ -139,4 +150,12 @@ func QueueCounts(now int64, lnow any, overdueAt int64) (string, []any) {
 			"SUM(CASE WHEN " + ready + " AND " + DueAt + " <= ? THEN 1 ELSE 0 END) AS overdue, " +
 			"MIN(CASE WHEN " + ready + " THEN " + DueAt + " END) AS oldest_due_at",
 		[]any{now, lnow, lnow, now, lnow, overdueAt, now, lnow}
+}
+
+// SeqOf reads the seq of the operation (caller, id), unscoped: none when no
+// row has that key.
+func SeqOf(db *gorm.DB, caller, id string) ([]int64, error) {
+	var found []int64
+	err := db.Model(&models.Operation{}).Where("caller_did = ? AND operation_id = ?", caller, id).Limit(1).Pluck("seq", &found).Error
+	return found, err
 }

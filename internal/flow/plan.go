@@ -1,0 +1,192 @@
+package flow
+
+import (
+	"math"
+
+	"github.com/connstore/connstore/models"
+)
+
+// Never is the eligible_at of an account with nothing a claim could lease
+// until a write brings it work or frees a slot.
+const Never int64 = math.MaxInt64 / 4
+
+// ConnectorRecheck is how long an account held back only by its
+// connector's cap waits before a claim looks at it again (ms): a finish
+// wakes its own account, not every account of the connector, so the others
+// are looked at again this often while the connector is at its cap.
+const ConnectorRecheck = 100
+
+// Account is one account a claim serves: its row and what the claim counted.
+type Account struct {
+	Row models.FlowAccount
+	// Live is its live leases; LiveMinDue the earliest due time (its lease's
+	// expiry by the application's clock) among them, 0 when none.
+	Live, LiveMinDue int64
+	// Allow is how many the claim may lease of it this pass; Got how many it
+	// leased over the claim's passes.
+	Allow, Got int64
+	// Exhausted is set when a pick returned fewer rows than allowed: the
+	// account has no more due rows now. NextDue is then the earliest due
+	// time of its other attempted rows (0 when it has none).
+	Exhausted bool
+	NextDue   int64
+}
+
+// Connector is the connector row above a claim's accounts, with its count.
+type Connector struct {
+	Row              models.FlowAccount
+	Live, LiveMinDue int64
+	Got              int64
+}
+
+// limitsOf reads a row's limits.
+func limitsOf(r *models.FlowAccount) (capN, rate, periodMs, burst int64) {
+	if r.MaxInFlight != nil {
+		capN = *r.MaxInFlight
+		if r.Adaptive && r.LiveCap != nil {
+			capN = min(capN, *r.LiveCap)
+		}
+	}
+	if r.Rate != nil && r.PeriodMillis != nil {
+		rate, periodMs = *r.Rate, *r.PeriodMillis
+		burst = 1
+		if r.Burst != nil && *r.Burst > 0 {
+			burst = *r.Burst
+		}
+	}
+	return capN, rate, periodMs, burst
+}
+
+// room is how many more a row's limits allow now: its cap less its live
+// and newly leased, and its rate's tokens.
+func room(r *models.FlowAccount, live, got, nowUs int64) int64 {
+	n := int64(1) << 40
+	capN, rate, periodMs, burst := limitsOf(r)
+	if capN > 0 {
+		n = min(n, capN-live-got)
+	}
+	if rate > 0 {
+		n = min(n, Allowed(r.TatMicros, nowUs, Interval(rate, periodMs), burst)-got)
+	}
+	if r.PausedUntil != nil && *r.PausedUntil > nowUs/1000 {
+		n = 0
+	}
+	return max(n, 0)
+}
+
+// Share sets each account's Allow for one pass of a claim of limit rows:
+// the limit shared out (round-robin: as many accounts as possible get one
+// more, in the order given, the longest waiting first), within each
+// account's room and its connector's. It returns the total allowed.
+func Share(accounts []*Account, conns map[string]*Connector, limit, nowUs int64) int64 {
+	var total int64
+	for i := range accounts {
+		accounts[i].Allow = 0
+	}
+	for total < limit {
+		progressed := false
+		for _, a := range accounts {
+			if total >= limit {
+				break
+			}
+			if a.Exhausted || room(&a.Row, a.Live, a.Got+a.Allow, nowUs) <= 0 {
+				continue
+			}
+			if c := conns[a.Row.ConnectorName]; c != nil && room(&c.Row, c.Live, c.Got, nowUs) <= 0 {
+				continue
+			}
+			a.Allow++
+			total++
+			if c := conns[a.Row.ConnectorName]; c != nil {
+				c.Got++ // reserved; Settle puts back what was not leased
+			}
+			progressed = true
+		}
+		if !progressed {
+			break
+		}
+	}
+	return total
+}
+
+// Settle records a pass's picks: got leased of the allowed, per account,
+// and gives the connector back what was reserved and not leased.
+func Settle(a *Account, c *Connector, got int64) {
+	if c != nil {
+		c.Got -= a.Allow - got
+	}
+	if got < a.Allow {
+		a.Exhausted = true
+	}
+	a.Got += got
+	a.Allow = 0
+}
+
+// After is an account's state once the claim is done: its rate's new tat
+// and when a claim should look at it next. leaseDue is the due time of the
+// claim's own leases (their expiry by the application's clock); narrowed
+// is true for a claim that saw only some of the account's rows (an owner,
+// a repository's scopes), which must not judge the account out of work.
+func After(a *Account, c *Connector, nowMs, leaseDue int64, narrowed bool) (tat, eligible int64) {
+	r := &a.Row
+	nowUs := nowMs * 1000
+	capN, rate, periodMs, burst := limitsOf(r)
+	tat = r.TatMicros
+	eligible = nowMs
+	if rate > 0 {
+		t := Interval(rate, periodMs)
+		tat = Take(tat, nowUs, t, a.Got)
+		if Allowed(tat, nowUs, t, burst) == 0 {
+			eligible = max(eligible, ceilDiv(ReadyAt(tat, t, burst), 1000))
+		}
+	}
+	if capN > 0 && a.Live+a.Got >= capN {
+		due := a.LiveMinDue
+		if a.Got > 0 && (due == 0 || leaseDue < due) {
+			due = leaseDue
+		}
+		if due == 0 {
+			due = Never
+		}
+		eligible = max(eligible, due)
+	}
+	if c != nil {
+		ccap, crate, cperiod, cburst := limitsOf(&c.Row)
+		if crate > 0 {
+			t := Interval(crate, cperiod)
+			if ctat := Take(c.Row.TatMicros, nowUs, t, c.Got); Allowed(ctat, nowUs, t, cburst) == 0 {
+				eligible = max(eligible, ceilDiv(ReadyAt(ctat, t, cburst), 1000))
+			}
+		}
+		if ccap > 0 && c.Live+c.Got >= ccap {
+			eligible = max(eligible, nowMs+ConnectorRecheck)
+		}
+	}
+	if a.Exhausted && !narrowed {
+		next := a.NextDue
+		if next == 0 {
+			next = Never
+		}
+		eligible = max(eligible, next)
+	}
+	if r.PausedUntil != nil {
+		eligible = max(eligible, *r.PausedUntil)
+	}
+	return tat, eligible
+}
+
+// ConnectorTat is a connector's tat once the claim is done.
+func ConnectorTat(c *Connector, nowMs int64) int64 {
+	_, rate, periodMs, _ := limitsOf(&c.Row)
+	if rate <= 0 {
+		return c.Row.TatMicros
+	}
+	return Take(c.Row.TatMicros, nowMs*1000, Interval(rate, periodMs), c.Got)
+}
+
+func ceilDiv(a, b int64) int64 {
+	if a <= 0 {
+		return a / b
+	}
+	return (a + b - 1) / b
+}
