@@ -47,9 +47,12 @@ type AccountLimits struct {
 	Rate   int64
 	Period time.Duration
 	Burst  int64
-	// Adaptive makes MaxInFlight the ceiling of a live cap, halved (never
-	// below 1) when a handler reports throttling (worker.PauseAccount),
-	// grown by one after GrowAfter successes (default 10).
+	// Adaptive makes MaxInFlight the ceiling of a live cap, lowered when a
+	// handler reports throttling (worker.PauseAccount): halved, but not
+	// below the account's other calls still in flight (the provider serves
+	// that many), by at least one, never below 1; grown by one after
+	// GrowAfter successes (default 10). It settles at the provider's limit
+	// and one above it; a larger GrowAfter probes above it less often.
 	Adaptive  bool
 	GrowAfter int64
 	// Fair, on a connector (an empty account key), puts every account of
@@ -119,11 +122,20 @@ func (r *Repository) PauseAccount(ctx context.Context, k AccountKey, until time.
 	return r.pause(ctx, k, until.UnixMilli(), false)
 }
 
-// pause writes a pause of k until (epoch ms); throttled also halves an
-// adaptive account's live cap (at most once a second: one burst of 429s
-// is one signal, as TCP halves once per round trip).
+// pause writes a pause of k until (epoch ms); throttled also lowers an
+// adaptive account's live cap (flow.Pause says how).
 func (r *Repository) pause(ctx context.Context, k AccountKey, until int64, throttled bool) error {
-	if err := flow.Pause(r.base(ctx), flow.Key(k), until, r.nowMillis(), throttled); err != nil {
+	var others int64
+	if throttled {
+		// The calls the provider is still serving: an adaptive cap is not
+		// lowered below them.
+		n, err := flow.InFlight(r.base(ctx), flow.Key(k), r.leaseNow())
+		if err != nil {
+			return fmt.Errorf("pause account %s: %w", k, err)
+		}
+		others = n
+	}
+	if err := flow.Pause(r.base(ctx), flow.Key(k), until, r.nowMillis(), throttled, others); err != nil {
 		return fmt.Errorf("pause account %s: %w", k, err)
 	}
 	// The connector, not the account: a metric's attributes must stay few.

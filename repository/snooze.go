@@ -17,9 +17,10 @@ type SnoozeParams struct {
 	// PauseAccount also pauses the operation's account until Until (the
 	// provider's 429 with Retry-After applies to the account, not to this
 	// operation alone): no instance claims the account's operations until
-	// then, and an adaptive account's live cap halves. Kind and HTTPStatus
-	// are recorded as the operation's last answer; the attempt is not
-	// counted, so the provider's throttling never kills an operation.
+	// then, and an adaptive account's live cap is lowered
+	// (AccountLimits.Adaptive). Kind and HTTPStatus are recorded as the
+	// operation's last answer; the attempt is not counted, so the
+	// provider's throttling never kills an operation.
 	PauseAccount bool
 	Kind         string
 	HTTPStatus   *int64

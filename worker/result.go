@@ -68,7 +68,8 @@ func Snooze(d time.Duration) Result { return Result{kind: kindSnooze, snooze: d}
 // until until, on every instance, and this operation is due again then. The
 // attempt is not counted (the backoff never kills an operation for the
 // provider's throttling); kind and httpStatus (nil, or 100–599) are
-// recorded as its last answer. An adaptive account's live cap halves.
+// recorded as its last answer. An adaptive account's live cap is lowered
+// (repository.AccountLimits.Adaptive).
 func PauseAccount(kind string, httpStatus *int64, until time.Time) Result {
 	return Result{kind: kindPause, failureKind: kind, httpStatus: httpStatus, notBefore: &until}
 }

@@ -47,19 +47,27 @@ func SetLimits(db *gorm.DB, row models.FlowAccount) error {
 	return db.Clauses(clause.OnConflict{Columns: keyCols, DoUpdates: set}).Create(&row).Error
 }
 
-// Pause pauses k until (epoch ms), keeping a pause already running longer;
-// throttled also halves an adaptive live cap (never below 1, at most once
-// a second: one burst of 429s is one signal, as TCP halves once per round
-// trip) and restarts its count of successes.
-func Pause(db *gorm.DB, k Key, until, nowMs int64, throttled bool) error {
+// Pause pauses k until (epoch ms), keeping a pause already running longer.
+// throttled also lowers an adaptive live cap (AIMD's multiplicative
+// half): it halves, but not below the calls of the account the provider
+// is still serving (others, its other live leases: it evidently allows
+// that many), and always by at least one, never below 1; and it restarts
+// the count of successes toward growth. Halving alone, from a cap one above
+// the provider's limit, fell to half of the limit and spent most of the
+// time below it; with the floor the cap settles at the limit and one above.
+// Many 429s at once (a burst of calls over the limit) each lower it, so it
+// reaches the limit in one burst, however high it started.
+func Pause(db *gorm.DB, k Key, until, nowMs int64, throttled bool, others int64) error {
 	row := models.FlowAccount{ConnectorName: k.ConnectorName, AccountKey: k.AccountKey, PausedUntil: &until,
 		EligibleAt: until, UpdatedAt: nowMs}
 	set := map[string]any{"paused_until": laterOf("paused_until", until), "eligible_at": laterOf("eligible_at", until), "updated_at": nowMs}
 	if throttled {
-		decrease := col("adaptive") + " AND (" + col("last_decrease_at") + " IS NULL OR " + col("last_decrease_at") + " < ?)"
-		set["live_cap"] = gorm.Expr("CASE WHEN "+decrease+" THEN CASE WHEN "+col("live_cap")+" / 2 < 1 THEN 1 ELSE "+
-			col("live_cap")+" / 2 END ELSE "+col("live_cap")+" END", nowMs-1000)
-		set["last_decrease_at"] = gorm.Expr("CASE WHEN "+decrease+" THEN ? ELSE "+col("last_decrease_at")+" END", nowMs-1000, nowMs)
+		c := col("live_cap")
+		floor := "CASE WHEN ? < " + c + " - 1 THEN ? ELSE " + c + " - 1 END"
+		lowered := "CASE WHEN " + c + " / 2 > " + floor + " THEN " + c + " / 2 ELSE " + floor + " END"
+		set["live_cap"] = gorm.Expr("CASE WHEN NOT "+col("adaptive")+" OR "+c+" IS NULL THEN "+c+
+			" WHEN "+lowered+" < 1 THEN 1 ELSE "+lowered+" END", others, others, others, others, others, others, others, others)
+		set["last_decrease_at"] = gorm.Expr("CASE WHEN "+col("adaptive")+" THEN ? ELSE "+col("last_decrease_at")+" END", nowMs)
 		set["successes"] = 0
 	}
 	return db.Clauses(clause.OnConflict{Columns: keyCols, DoUpdates: clause.Assignments(set)}).Create(&row).Error

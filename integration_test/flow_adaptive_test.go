@@ -1,0 +1,101 @@
+package integrationtest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/worker"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFlowAdaptiveConverges: a fake provider answers 429 to any call above
+// 4 at once; an adaptive account starting from a cap of 32, served by two
+// pools of two instances, settles at a live cap of 4–5 (the median of the
+// last 4 s of samples), and the 429 share of the calls in those 4 s is
+// under 5%.
+func TestFlowAdaptiveConverges(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		a, b := realRepo(t, e), secondRepo(t, e)
+		acct := repository.AccountKey{ConnectorName: "crm", AccountKey: "adaptive"}
+		require.NoError(t, a.SetAccountLimits(ctx(t), acct, repository.AccountLimits{MaxInFlight: 32, Adaptive: true, GrowAfter: 50}))
+		seedAccount(t, e, "adaptive", "ad", 3000, time.Now().Add(-time.Minute).UnixMilli())
+
+		const providerLimit = 4
+		var inFlight atomic.Int64
+		var mu sync.Mutex
+		type call struct {
+			at        time.Time
+			throttled bool
+		}
+		var calls []call
+		status := int64(429)
+		handler := func(_ context.Context, _ *models.Operation) worker.Result {
+			n := inFlight.Add(1)
+			defer inFlight.Add(-1)
+			throttled := n > providerLimit
+			mu.Lock()
+			calls = append(calls, call{time.Now(), throttled})
+			mu.Unlock()
+			if throttled {
+				return worker.PauseAccount("rate_limited", &status, time.Now().Add(5*time.Millisecond))
+			}
+			time.Sleep(20 * time.Millisecond)
+			return worker.Commit(nil, nil, nil)
+		}
+		var pools []*worker.Pool
+		for _, r := range []*repository.Repository{a, b} {
+			p, err := worker.New(r, worker.Config{Concurrency: 32, BatchSize: 8, PollInterval: 20 * time.Millisecond, Handler: handler})
+			require.NoError(t, err)
+			pools = append(pools, p)
+		}
+		c, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var running sync.WaitGroup
+		for _, p := range pools {
+			running.Go(func() { require.NoError(t, p.Run(c)) })
+		}
+		const run, judged = 10 * time.Second, 4 * time.Second
+		began := time.Now()
+		var samples []int64
+		for time.Since(began) < run {
+			time.Sleep(100 * time.Millisecond)
+			if time.Since(began) < run-judged {
+				continue
+			}
+			got, err := a.ListAccounts(ctx(t), repository.ListAccountsParams{ConnectorName: "crm", Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			samples = append(samples, got[0].LiveCap)
+		}
+		cancel()
+		running.Wait()
+
+		from := began.Add(run - judged)
+		var n, throttled int
+		mu.Lock()
+		for _, cl := range calls {
+			if cl.at.After(from) {
+				n++
+				if cl.throttled {
+					throttled++
+				}
+			}
+		}
+		mu.Unlock()
+		slices.Sort(samples)
+		median := samples[len(samples)/2]
+		t.Logf("live cap over the last %v: %v; %d calls, %d answered 429 (%.1f%%)", judged, samples, n, throttled,
+			100*float64(throttled)/float64(max(n, 1)))
+		require.GreaterOrEqual(t, median, int64(providerLimit), "the cap settles at the provider's limit")
+		require.LessOrEqual(t, median, int64(providerLimit+1), "and at most one above it")
+		require.Greater(t, n, 100, "the account is served")
+		require.Less(t, float64(throttled)/float64(n), 0.05, "the 429 share")
+	})
+}
