@@ -150,18 +150,6 @@ func FillSeq(ctx context.Context, db *gorm.DB) (int64, error) {
 			if err := tx.Exec("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", fillLockNamespace).Error; err != nil {
 				return fmt.Errorf("take fill lock: %w", err)
 			}
-			// The batch's rows are found by their key (a nested loop over the
-			// primary key), never by a hash join over a scan of the whole
-			// journal: with statistics from before the fill (every row
-			// unnumbered) the planner may pick the scan, which locks the
-			// batch's rows one by one as it reaches them and holds them for
-			// as long as the scan of a million rows takes, so a write to one
-			// of them waits that long.
-			for _, set := range []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan"} {
-				if err := tx.Exec("SET LOCAL " + set + " = off").Error; err != nil {
-					return fmt.Errorf("plan the fill: %w", err)
-				}
-			}
 			var unfilled *string
 			if err := tx.Raw(`SELECT CAST(to_regclass(?) AS TEXT)`, unfilledIndex).Scan(&unfilled).Error; err != nil {
 				return fmt.Errorf("find %s: %w", unfilledIndex, err)
