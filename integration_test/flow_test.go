@@ -171,7 +171,7 @@ func TestFlowPauseOnRetryAfter(t *testing.T) {
 	forEachDB(t, func(t *testing.T, e *env) {
 		// When the pause was written (its event follows its commit): a claim
 		// whose now is after it sees it.
-		obs := &pauseSeen{}
+		obs := &recordingObserver{}
 		a, err := repository.New(e.db, repository.Options{Observer: obs})
 		require.NoError(t, err)
 		b, err := dbtest.Install(ctx(t), openDSN(t, e.kind, e.dsn), nil, repository.Options{Observer: obs})
@@ -213,8 +213,9 @@ func TestFlowPauseOnRetryAfter(t *testing.T) {
 		// No claim on either instance leased the account from the pause's
 		// write to its end. (A lease taken before the write may start after
 		// it: the pool had it already; the claims are what the pause stops.)
-		written := obs.at.Load()
-		require.NotZero(t, written, "the pause was reported")
+		pauseEvent := obs.firstAt(repository.EventAccountPaused)
+		require.False(t, pauseEvent.IsZero(), "the pause was reported")
+		written := pauseEvent.UnixMilli()
 		st.mu.Lock()
 		others := len(st.at["other"])
 		st.mu.Unlock()
@@ -360,18 +361,4 @@ func TestFlowAdaptiveCap(t *testing.T) {
 		}
 		require.EqualValues(t, 8, liveCap(), "never above the ceiling")
 	})
-}
-
-// pauseSeen is an Observer that keeps when the first account pause was
-// reported (epoch ms).
-type pauseSeen struct{ at atomic.Int64 }
-
-func (*pauseSeen) Begin(ctx context.Context, _ string) (context.Context, func(error)) {
-	return ctx, func(error) {}
-}
-
-func (o *pauseSeen) Observe(_ context.Context, e repository.Event) {
-	if e.Kind == repository.EventAccountPaused {
-		o.at.CompareAndSwap(0, time.Now().UnixMilli())
-	}
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// recordingObserver keeps every call and event.
+// recordingObserver keeps every call and event, and when each event came.
 type recordingObserver struct {
 	mu     sync.Mutex
 	calls  []string
 	events []repository.Event
+	at     []time.Time
 }
 
 func (o *recordingObserver) Begin(ctx context.Context, method string) (context.Context, func(error)) {
@@ -30,14 +31,27 @@ func (o *recordingObserver) Begin(ctx context.Context, method string) (context.C
 func (o *recordingObserver) Observe(_ context.Context, e repository.Event) {
 	o.mu.Lock()
 	o.events = append(o.events, e)
+	o.at = append(o.at, time.Now())
 	o.mu.Unlock()
+}
+
+// firstAt is when the first event of kind came (zero if none did).
+func (o *recordingObserver) firstAt(kind repository.EventKind) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, e := range o.events {
+		if e.Kind == kind {
+			return o.at[i]
+		}
+	}
+	return time.Time{}
 }
 
 func (o *recordingObserver) take() []repository.Event {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := o.events
-	o.events = nil
+	o.events, o.at = nil, nil
 	return out
 }
 

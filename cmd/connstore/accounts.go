@@ -106,18 +106,25 @@ func accountsSetFlags(c *cli) {
 	c.fs.Int64Var(&c.f.rate, "rate", 0, "at most this many starts per -period (0: no rate limit)")
 	c.fs.DurationVar(&c.f.period, "period", 0, "the rate's period, e.g. 1s")
 	c.fs.Int64Var(&c.f.burst, "burst", 0, "at most this many starts at once (default 1, at most -rate)")
-	c.fs.BoolVar(&c.f.adaptive, "adaptive", false, "halve the cap on throttling, grow it back on successes")
+	c.fs.BoolVar(&c.f.adaptive, "adaptive", false, "lower the cap on throttling, grow it back on successes")
 	c.fs.Int64Var(&c.f.growAfter, "grow-after", 0, "successes that grow an adaptive cap by one (default 10)")
 	c.fs.BoolVar(&c.f.fair, "fair", false, "on CONNECTOR/*: share claims fairly among all its accounts")
 	c.fs.BoolVar(&c.f.ordered, "ordered", false, "on CONNECTOR/*: one operation of a document at a time, in record order")
 }
 
-func accountsSet(ctx context.Context, c *cli) error {
+// accountRepo reads the command's CONNECTOR/ACCOUNT argument and opens the
+// repository it acts on.
+func accountRepo(c *cli) (repository.AccountKey, *repository.Repository, error) {
 	k, err := accountArg(c.positional[0])
 	if err != nil {
-		return err
+		return k, nil, err
 	}
 	repo, err := c.repo()
+	return k, repo, err
+}
+
+func accountsSet(ctx context.Context, c *cli) error {
+	k, repo, err := accountRepo(c)
 	if err != nil {
 		return err
 	}
@@ -134,14 +141,10 @@ func accountsPauseFlags(c *cli) {
 }
 
 func accountsPause(ctx context.Context, c *cli) error {
-	k, err := accountArg(c.positional[0])
-	if err != nil {
-		return err
-	}
 	if c.f.until <= 0 {
 		return fmt.Errorf("%w: accounts pause needs -for, a positive duration", errUsage)
 	}
-	repo, err := c.repo()
+	k, repo, err := accountRepo(c)
 	if err != nil {
 		return err
 	}
@@ -154,11 +157,7 @@ func accountsPause(ctx context.Context, c *cli) error {
 }
 
 func accountsResume(ctx context.Context, c *cli) error {
-	k, err := accountArg(c.positional[0])
-	if err != nil {
-		return err
-	}
-	repo, err := c.repo()
+	k, repo, err := accountRepo(c)
 	if err != nil {
 		return err
 	}

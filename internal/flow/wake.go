@@ -77,9 +77,7 @@ func Adopt(db *gorm.DB, keys []Key, nowMs int64) error {
 	for k := range seen {
 		sorted = append(sorted, k)
 	}
-	slicesSort(sorted)
+	slices.SortFunc(sorted, Key.Compare)
 	_, err := Wake(db, sorted, nowMs, nil, nil)
 	return err
 }
-
-func slicesSort(keys []Key) { slices.SortFunc(keys, Key.Compare) }
