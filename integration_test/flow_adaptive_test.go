@@ -19,8 +19,12 @@ import (
 // pools of two instances, settles at a live cap of 4–5 (the median of the
 // last 4 s of samples), and the 429 share of the calls in those 4 s is
 // under 5%.
+//
+// Not parallel: under the whole suite's load (two shared cores) a 429's
+// result reached the store after the calls beside it had finished, the
+// floor saw none in flight, and the cap fell to 1 (a CI-like run); alone it
+// measures the mechanism, not the machine's backlog.
 func TestFlowAdaptiveConverges(t *testing.T) {
-	t.Parallel()
 	forEachDB(t, func(t *testing.T, e *env) {
 		a, b := realRepo(t, e), secondRepo(t, e)
 		acct := repository.AccountKey{ConnectorName: "crm", AccountKey: "adaptive"}
