@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -144,6 +145,7 @@ func FillSeq(ctx context.Context, db *gorm.DB) (int64, error) {
 		return 0, nil
 	}
 	var total int64
+	var below *fillKey // the last batch's lowest key: the next batch's bound
 	for done := false; !done; {
 		var n int64
 		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -158,26 +160,42 @@ func FillSeq(ctx context.Context, db *gorm.DB) (int64, error) {
 				done = true
 				return nil
 			}
-			// The batch takes FillSeqBatch numbers from the fill sequence at
-			// once (its next value, then the sequence moved past the rest),
-			// and gives them out by each row's rank in the pick's order
-			// (newest first): nextval per row would follow the order the
-			// planner produced the rows in, which a plain table's plan did
-			// not keep. Rows a writer numbered meanwhile (none should: the
-			// column's default numbers new rows) are skipped.
+			keys, err := fillBatch(tx, below)
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				return nil
+			}
+			// The batch takes its numbers from the fill sequence at once
+			// (its next value, then the sequence moved past the rest) and
+			// gives them out in the pick's order, newest first.
 			var top int64
 			if err := tx.Raw(`SELECT nextval('` + fillSequence + `')`).Scan(&top).Error; err != nil {
 				return err
 			}
-			if err := tx.Exec(`SELECT setval('`+fillSequence+`', ?)`, top-(FillSeqBatch-1)).Error; err != nil {
+			if err := tx.Exec(`SELECT setval('`+fillSequence+`', ?)`, top-int64(len(keys)-1)).Error; err != nil {
 				return err
 			}
-			res := tx.Exec(`UPDATE kubun_connector_operation t SET seq = CAST(? AS BIGINT) + 1 - b.rn
-				FROM (SELECT x.c, x.o, ROW_NUMBER() OVER (ORDER BY x.ca DESC, x.c DESC, x.o DESC) AS rn FROM (
-					SELECT created_at AS ca, caller_did AS c, operation_id AS o FROM kubun_connector_operation WHERE seq IS NULL
-					ORDER BY created_at DESC, caller_did DESC, operation_id DESC LIMIT ?) x) b
-				WHERE t.caller_did = b.c AND t.operation_id = b.o AND t.seq IS NULL`, top, FillSeqBatch)
+			rows := make([]fillRow, len(keys))
+			for i, k := range keys {
+				rows[i] = fillRow{C: k.C, O: k.O, S: top - int64(i)}
+			}
+			list, err := json.Marshal(rows)
+			if err != nil {
+				return err
+			}
+			// Only key lookups: the planner takes the list's rows for a
+			// handful and finds each by the primary key, so the batch
+			// locks its own rows and no other. Rows a writer numbered
+			// meanwhile (none should: the column's default numbers new
+			// rows) are skipped.
+			res := tx.Exec(`UPDATE kubun_connector_operation t SET seq = v.s
+				FROM json_to_recordset(CAST(? AS json)) AS v(c text, o text, s bigint)
+				WHERE t.caller_did = v.c AND t.operation_id = v.o AND t.seq IS NULL`, string(list))
 			n = res.RowsAffected
+			last := keys[len(keys)-1]
+			below = &last
 			return res.Error
 		})
 		if err != nil {
@@ -185,10 +203,51 @@ func FillSeq(ctx context.Context, db *gorm.DB) (int64, error) {
 		}
 		total += n
 		if n == 0 && !done {
+			if below != nil {
+				// Nothing below the bound: one more pass from the top
+				// finds any row left above it (another instance's batch
+				// may have moved on meanwhile) before the index goes.
+				below = nil
+				continue
+			}
 			return total, dropUnfilled(ctx, db)
 		}
 	}
 	return total, nil
+}
+
+// fillKey is a journal row's place in FillSeq's order.
+type fillKey struct {
+	CA int64
+	C  string
+	O  string
+}
+
+// fillRow is a row's key and the number FillSeq gives it.
+type fillRow struct {
+	C string `json:"c"`
+	O string `json:"o"`
+	S int64  `json:"s"`
+}
+
+// fillBatch reads the keys of the next FillSeqBatch rows to number, newest
+// first, below the last batch's lowest key when there was one: one range of
+// the index of rows still to number, which never walks over the entries of
+// the rows numbered before (vacuum may not have removed them yet).
+func fillBatch(tx *gorm.DB, below *fillKey) ([]fillKey, error) {
+	q := `SELECT created_at AS ca, caller_did AS c, operation_id AS o FROM kubun_connector_operation WHERE seq IS NULL`
+	var vars []any
+	if below != nil {
+		q += ` AND (created_at, caller_did, operation_id) < (?, ?, ?)`
+		vars = append(vars, below.CA, below.C, below.O)
+	}
+	q += ` ORDER BY created_at DESC, caller_did DESC, operation_id DESC LIMIT ?`
+	vars = append(vars, FillSeqBatch)
+	var keys []fillKey
+	if err := tx.Raw(q, vars...).Scan(&keys).Error; err != nil {
+		return nil, fmt.Errorf("pick rows to number: %w", err)
+	}
+	return keys, nil
 }
 
 // dropUnfilled drops the index of the rows still to number once there are
