@@ -283,6 +283,18 @@ func TestFlowBadInput(t *testing.T) {
 				_, err := e.repo.ListAccounts(ctx(t), repository.ListAccountsParams{})
 				return err
 			}},
+			{"negative weight", "weight", func() error {
+				in := opInput("c", "neg")
+				in.Weight = -1
+				_, _, err := e.repo.RecordOperation(ctx(t), in)
+				return err
+			}},
+			{"a weight over the most in a batch of good ones", "weight", func() error {
+				ins := manyInputs("wb", 50)
+				ins[31].Weight = repository.MaxWeight + 1
+				_, err := e.repo.RecordOperations(ctx(t), ins)
+				return err
+			}},
 		}
 		for _, tc := range cases {
 			err := tc.call()
@@ -290,6 +302,7 @@ func TestFlowBadInput(t *testing.T) {
 			require.True(t, strings.Contains(err.Error(), tc.field), "%s: %v", tc.name, err)
 		}
 		require.Zero(t, count(t, e.db, &models.FlowAccount{}), "nothing written")
+		require.Zero(t, count(t, e.db, &models.Operation{}), "no operation recorded")
 	})
 }
 

@@ -216,6 +216,7 @@ func all() []*gormigrate.Migration {
 		retentionHeldMigration(),
 		seqMigration(),
 		flowMigration(),
+		weightMigration(),
 	}
 }
 

@@ -55,6 +55,10 @@ type Operation struct {
 	// The database sets it on insert (a trigger: gorm leaves it out of an
 	// INSERT); the repository's writes set it by column.
 	Flow bool `gorm:"column:flow;type:boolean;<-:update;not null;default:false"`
+	// Weight is how many units of its account's rate the operation costs
+	// (migration 0021; OperationInput.Weight): 1 unless recorded otherwise.
+	// Caps count operations, whatever their weight.
+	Weight int64 `gorm:"column:weight;type:bigint;not null;default:1"`
 }
 
 // TableName returns the seed's table name.

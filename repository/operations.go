@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/connstore/connstore/internal/flow"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
+
+// MaxWeight is the most an operation may weigh (OperationInput.Weight).
+const MaxWeight = flow.MaxWeight
 
 // OperationInput is an outbound write about to be attempted.
 //
@@ -67,6 +71,16 @@ type OperationInput struct {
 	// a claim nothing until it is due. nil means due at once. A replay of
 	// the record keeps the stored time.
 	NotBefore *time.Time
+	// Weight is how many units of its account's rate (and its connector's)
+	// the operation costs when it starts, for an API that charges by
+	// points rather than calls (a search 10, a read 1): 0 means 1; at most
+	// MaxWeight. It is declared here, with the record, because a claim
+	// spends it before any handler runs: that is what keeps a rate exact.
+	// Caps count operations, not weight. An operation heavier than its
+	// limiter's burst starts once the limiter is full and its overdraft is
+	// waited out after (the alternative, never starting, would wedge the
+	// account). A replay keeps the stored weight.
+	Weight int64
 }
 
 // RecordOperation records an attempted operation idempotently by
@@ -115,6 +129,7 @@ func (r *Repository) operationRow(in OperationInput) *models.Operation {
 		Target: in.Target, SourceID: in.SourceID, DeterministicEventID: in.DeterministicEventID,
 		PayloadHash: in.PayloadHash, ReissueIntent: in.ReissueIntent, DocumentID: in.DocumentID,
 		State: models.OperationAttempted, NextAttemptAt: &next, CreatedAt: now, UpdatedAt: now,
+		Weight: max(in.Weight, 1),
 	}
 }
 
@@ -131,7 +146,7 @@ func sameRecord(existing *models.Operation, in OperationInput) error {
 	return nil
 }
 
-// recordBatch is the rows per INSERT of RecordOperations: at 27 columns a
+// recordBatch is the rows per INSERT of RecordOperations: at 29 columns a
 // row it stays under SQLite's 32,766 bound parameters and PostgreSQL's
 // 65,535.
 const recordBatch = 1000
@@ -315,6 +330,9 @@ func validateOperationInput(in OperationInput) error {
 		if err := requireTime("not-before time (leave it nil for at once)", *in.NotBefore); err != nil {
 			return err
 		}
+	}
+	if in.Weight < 0 || in.Weight > MaxWeight {
+		return invalid("weight %d is outside 0..%d", in.Weight, MaxWeight)
 	}
 	// The literal null is no intent either: it would read back as NULL.
 	intent, err := models.ParseJSON(in.ReissueIntent)

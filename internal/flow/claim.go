@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -215,10 +216,15 @@ type picked struct {
 	OperationID   string `gorm:"column:operation_id"`
 	ConnectorName string `gorm:"column:connector_name"`
 	AccountKey    string `gorm:"column:account_key"`
+	Due           int64  `gorm:"column:due"`
+	Seq           int64  `gorm:"column:seq"`
+	Weight        int64  `gorm:"column:weight"`
 }
 
-// pick chooses each account's due rows, up to its Allow, oldest first, and
-// leases them.
+// pick chooses each account's due rows, up to its Allow, oldest first,
+// keeps of them what the rates have room for by weight (Fit), and leases
+// those. The rows read and not kept stay locked to the claim's end (a
+// moment) and unchanged.
 func pick(s Store, p Params, accounts []*Account, conns map[string]*Connector) ([]models.Operation, error) {
 	var probes []*gorm.DB
 	var served []*Account
@@ -227,7 +233,7 @@ func pick(s Store, p Params, accounts []*Account, conns map[string]*Connector) (
 			continue
 		}
 		served = append(served, a)
-		q := s.Ops().Table("kubun_connector_operation").Select("caller_did, operation_id, connector_name, account_key").
+		q := s.Ops().Table("kubun_connector_operation").Select("caller_did, operation_id, connector_name, account_key, COALESCE(next_attempt_at, created_at) AS due, seq, weight").
 			Where(store.FlowAttempted+" AND connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
 			Where("COALESCE(next_attempt_at, created_at) <= ?", p.NowMs).
 			Where(clause.Or(clause.Eq{Column: clause.Column{Name: "lease_token"}, Value: nil},
@@ -246,14 +252,28 @@ func pick(s Store, p Params, accounts []*Account, conns map[string]*Connector) (
 	if err != nil {
 		return nil, fmt.Errorf("pick due operations: %w", err)
 	}
-	got := map[Key]int64{}
-	keys := make([]Key2, len(rows))
-	for i, r := range rows {
-		got[Key{r.ConnectorName, r.AccountKey}]++
-		keys[i] = Key2{r.CallerDID, r.OperationID}
+	// A UNION ALL keeps no order: each account's rows are put back in its
+	// pick's (due time, then record order).
+	slices.SortFunc(rows, func(x, y picked) int {
+		return cmp.Or(strings.Compare(x.ConnectorName, y.ConnectorName), strings.Compare(x.AccountKey, y.AccountKey),
+			cmp.Compare(x.Due, y.Due), cmp.Compare(x.Seq, y.Seq))
+	})
+	byAccount := map[Key][]picked{}
+	for _, r := range rows {
+		k := Key{r.ConnectorName, r.AccountKey}
+		byAccount[k] = append(byAccount[k], r)
 	}
+	var keys []Key2
 	for _, a := range served {
-		Settle(a, conns[a.Row.ConnectorName], got[Key{a.Row.ConnectorName, a.Row.AccountKey}])
+		mine := byAccount[Key{a.Row.ConnectorName, a.Row.AccountKey}]
+		weights := make([]int64, len(mine))
+		for i, r := range mine {
+			weights[i] = r.Weight
+		}
+		n := Fit(a, conns[a.Row.ConnectorName], weights, p.NowMs*1000)
+		for _, r := range mine[:n] {
+			keys = append(keys, Key2{r.CallerDID, r.OperationID})
+		}
 	}
 	if len(keys) == 0 {
 		return nil, nil

@@ -39,17 +39,22 @@ func TestGCRANeverExceedsBurstPlusRate(t *testing.T) {
 }
 
 // TestGCRARefundAndReadyAt: a start given back is allowed again at once;
-// ReadyAt is the first time Allowed is one.
+// ReadyFor is the first time Allowed reaches the units asked for, a full
+// limiter for more than the burst.
 func TestGCRARefundAndReadyAt(t *testing.T) {
 	T := Interval(20, 1000) // 50 ms
 	tat := Take(0, 0, T, 5)
 	require.Zero(t, Allowed(tat, 0, T, 5))
-	ready := ReadyAt(tat, T, 5)
+	ready := ReadyFor(tat, T, 5, 1)
 	require.Equal(t, int64(50_000), ready)
 	require.Zero(t, Allowed(tat, ready-1, T, 5))
 	require.Equal(t, int64(1), Allowed(tat, ready, T, 5))
 	require.Equal(t, int64(1), Allowed(Refund(tat, 0, T, 1), 0, T, 5))
 	require.Equal(t, int64(10), Refund(tat, 10, T, 100), "never before now")
+	require.Equal(t, int64(3), Allowed(tat, ReadyFor(tat, T, 5, 3), T, 5))
+	require.Less(t, Allowed(tat, ReadyFor(tat, T, 5, 3)-1, T, 5), int64(3))
+	require.Equal(t, tat, ReadyFor(tat, T, 5, 9), "more than the burst waits for a full limiter")
+	require.Equal(t, int64(5), Allowed(tat, tat, T, 5))
 }
 
 // TestShareIsRoundRobinWithinLimits: a claim's limit goes one at a time to
@@ -93,7 +98,9 @@ func TestAfterSchedulesTheNextLook(t *testing.T) {
 		{"ran out of due rows", Account{Got: 2, Exhausted: true, NextDue: now + 700}, now + 700},
 		{"nothing attempted left", Account{Got: 2, Exhausted: true}, Never},
 		{"at its cap", Account{Row: models.FlowAccount{MaxInFlight: i64(2)}, Live: 1, LiveMinDue: now + 300, Got: 1}, now + 300},
-		{"out of tokens", Account{Row: models.FlowAccount{Rate: i64(10), PeriodMillis: i64(1000), Burst: i64(1)}, Got: 1}, now + 100},
+		{"out of tokens", Account{Row: models.FlowAccount{Rate: i64(10), PeriodMillis: i64(1000), Burst: i64(1)}, Got: 1, Units: 1}, now + 100},
+		{"a weight of 3 waits for 3 tokens", Account{Row: models.FlowAccount{Rate: i64(10), PeriodMillis: i64(1000), Burst: i64(5)},
+			Got: 1, Units: 4, Want: 3}, now + 200},
 		{"paused", Account{Row: models.FlowAccount{PausedUntil: i64(now + 2000)}}, now + 2000},
 	}
 	for _, tc := range cases {
@@ -103,6 +110,61 @@ func TestAfterSchedulesTheNextLook(t *testing.T) {
 	a := Account{Got: 2, Exhausted: true}
 	_, got := After(&a, nil, now, now+60_000, true)
 	require.Equal(t, now, got, "a narrowed claim does not judge the account out of work")
+}
+
+// TestFitSpendsRatesByWeight: a pick's rows are kept oldest first while
+// the account's rate and its connector's have room for their weights; the
+// first that does not fit stops the account; one heavier than the burst
+// starts only on a full limiter, alone; accounts fitted one after another
+// never spend more of their connector's rate than it has.
+func TestFitSpendsRatesByWeight(t *testing.T) {
+	nowUs := int64(1_000_000_000)
+	rated := func(rate, burst int64) models.FlowAccount {
+		return models.FlowAccount{Rate: i64(rate), PeriodMillis: i64(1000), Burst: i64(burst)}
+	}
+	cases := []struct {
+		name      string
+		row       models.FlowAccount
+		allow     int64
+		weights   []int64
+		got, want int64
+		exhausted bool
+	}{
+		{"no rate: all", models.FlowAccount{}, 3, []int64{5, 9, 1}, 3, 0, false},
+		{"prefix within the burst", rated(10, 10), 4, []int64{3, 3, 3, 2}, 3, 2, false},
+		{"a heavy row stops lighter ones behind it", rated(10, 10), 3, []int64{2, 9, 1}, 1, 9, false},
+		{"heavier than the burst on a full limiter", rated(10, 5), 2, []int64{12, 1}, 1, 1, false},
+		{"fewer rows than allowed: out of due work", rated(10, 10), 5, []int64{1, 1}, 2, 0, true},
+		{"zero weight counts as one", rated(10, 2), 3, []int64{0, 0, 0}, 2, 1, false},
+	}
+	for _, tc := range cases {
+		a := &Account{Row: tc.row, Allow: tc.allow}
+		got := Fit(a, nil, tc.weights, nowUs)
+		require.Equal(t, tc.got, got, tc.name)
+		require.Equal(t, tc.got, a.Got, tc.name)
+		require.Equal(t, tc.want, a.Want, tc.name)
+		require.Equal(t, tc.exhausted, a.Exhausted, tc.name)
+	}
+	// Prefix: 3+3+3 = 9 of 10 units fit, the fourth row (1) does too.
+	a := &Account{Row: rated(10, 10), Allow: 4}
+	require.Equal(t, int64(4), Fit(a, nil, []int64{3, 3, 3, 1}, nowUs))
+	require.Equal(t, int64(10), a.Units)
+
+	// A heavy row after a light one in the same claim waits.
+	h := &Account{Row: rated(10, 5), Allow: 2}
+	require.Equal(t, int64(1), Fit(h, nil, []int64{1, 12}, nowUs))
+	require.Equal(t, int64(12), h.Want)
+
+	// The connector's rate (8 units) over two accounts allowed 4 rows each.
+	c := &Connector{Row: rated(8, 8)}
+	x, y := &Account{Allow: 4}, &Account{Allow: 4}
+	c.Got, c.Units = 8, 8 // Share's reservations, one unit a row
+	gx := Fit(x, c, []int64{2, 2, 2, 2}, nowUs)
+	gy := Fit(y, c, []int64{2, 2, 2, 2}, nowUs)
+	// x fits beside y's reservation (4 units), y then beside x's 4.
+	require.Equal(t, []int64{2, 2}, []int64{gx, gy})
+	require.Equal(t, int64(8), c.Units, "the connector spends what its rate has, no more")
+	require.Equal(t, int64(4), c.Got)
 }
 
 // TestLimitsValidate: every bad limit is refused naming its field.

@@ -53,7 +53,8 @@ func Refund(tat, now, t, n int64) int64 {
 	return max(tat-n*t, now)
 }
 
-// ReadyAt is the earliest time one more unit may start.
-func ReadyAt(tat, t, burst int64) int64 {
-	return tat - (burst-1)*t
+// ReadyFor is the earliest time the limiter has room for need units
+// starting at once (need above the burst waits for a full limiter).
+func ReadyFor(tat, t, burst, need int64) int64 {
+	return tat - (burst-min(need, burst))*t
 }

@@ -84,3 +84,8 @@ func (l Limits) BurstOrDefault() int64 {
 	}
 	return 1
 }
+
+// MaxWeight is the most an operation may weigh: far above any API's cost
+// of one call, low enough that a weight times the emission interval of any
+// rate stays far from overflowing the limiter's microseconds.
+const MaxWeight = 1_000_000

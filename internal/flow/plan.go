@@ -23,8 +23,13 @@ type Account struct {
 	// expiry by the application's clock) among them, 0 when none.
 	Live, LiveMinDue int64
 	// Allow is how many the claim may lease of it this pass; Got how many it
-	// leased over the claim's passes.
-	Allow, Got int64
+	// leased over the claim's passes, Units what they weigh (the units of
+	// its rate spent).
+	Allow, Got, Units int64
+	// Want is the weight of the due row a pick left because the account's
+	// or its connector's rate had no room for it yet (0 when none): the
+	// account waits until both have.
+	Want int64
 	// Exhausted is set when a pick returned fewer rows than allowed: the
 	// account has no more due rows now. NextDue is then the earliest due
 	// time of its other attempted rows (0 when it has none).
@@ -36,7 +41,9 @@ type Account struct {
 type Connector struct {
 	Row              models.FlowAccount
 	Live, LiveMinDue int64
-	Got              int64
+	// Got is the operations its accounts leased or are allowed this pass,
+	// Units what they weigh (an allowed one counted as 1 until leased).
+	Got, Units int64
 }
 
 // limitsOf reads a row's limits.
@@ -58,15 +65,15 @@ func limitsOf(r *models.FlowAccount) (capN, rate, periodMs, burst int64) {
 }
 
 // room is how many more a row's limits allow now: its cap less its live
-// and newly leased, and its rate's tokens.
-func room(r *models.FlowAccount, live, got, nowUs int64) int64 {
+// and newly leased (got), and its rate's tokens less the units spent.
+func room(r *models.FlowAccount, live, got, units, nowUs int64) int64 {
 	n := int64(1) << 40
 	capN, rate, periodMs, burst := limitsOf(r)
 	if capN > 0 {
 		n = min(n, capN-live-got)
 	}
 	if rate > 0 {
-		n = min(n, Allowed(r.TatMicros, nowUs, Interval(rate, periodMs), burst)-got)
+		n = min(n, Allowed(r.TatMicros, nowUs, Interval(rate, periodMs), burst)-units)
 	}
 	if r.PausedUntil != nil && *r.PausedUntil > nowUs/1000 {
 		n = 0
@@ -89,16 +96,17 @@ func Share(accounts []*Account, conns map[string]*Connector, limit, nowUs int64)
 			if total >= limit {
 				break
 			}
-			if a.Exhausted || room(&a.Row, a.Live, a.Got+a.Allow, nowUs) <= 0 {
+			if a.Exhausted || a.Want > 0 || room(&a.Row, a.Live, a.Got+a.Allow, a.Units+a.Allow, nowUs) <= 0 {
 				continue
 			}
-			if c := conns[a.Row.ConnectorName]; c != nil && room(&c.Row, c.Live, c.Got, nowUs) <= 0 {
+			if c := conns[a.Row.ConnectorName]; c != nil && room(&c.Row, c.Live, c.Got, c.Units, nowUs) <= 0 {
 				continue
 			}
 			a.Allow++
 			total++
 			if c := conns[a.Row.ConnectorName]; c != nil {
-				c.Got++ // reserved; Settle puts back what was not leased
+				c.Got++ // reserved, one unit each; Fit puts back what was not leased
+				c.Units++
 			}
 			progressed = true
 		}
@@ -109,17 +117,58 @@ func Share(accounts []*Account, conns map[string]*Connector, limit, nowUs int64)
 	return total
 }
 
-// Settle records a pass's picks: got leased of the allowed, per account,
-// and gives the connector back what was reserved and not leased.
-func Settle(a *Account, c *Connector, got int64) {
+// Fit takes, of the due rows a pick returned for an account (their
+// weights, oldest first, at most a.Allow), the longest prefix its rate
+// and its connector's have room for, records it, and returns how many. The
+// connector's reservation for the account (one unit per allowed row) is
+// given back first, so accounts fitted one after another never spend more
+// of the connector's rate than it has. A row heavier than its limiter's
+// burst fits only when the limiter is full and nothing was taken of it in
+// this claim (it then overdraws, and the account waits the overdraft out):
+// never fitting it would wedge the account. A row left for want of room
+// stops the account's pick (an account's rows start oldest first) and is
+// remembered in Want, for After's next look.
+func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	if c != nil {
-		c.Got -= a.Allow - got
+		c.Got -= a.Allow
+		c.Units -= a.Allow
 	}
-	if got < a.Allow {
+	returned := int64(len(weights))
+	var got, units int64
+	for _, w := range weights {
+		w = max(w, 1)
+		if !rateFits(&a.Row, a.Units+units, w, nowUs) || (c != nil && !rateFits(&c.Row, c.Units+units, w, nowUs)) {
+			a.Want = w
+			break
+		}
+		got++
+		units += w
+	}
+	if c != nil {
+		c.Got += got
+		c.Units += units
+	}
+	if returned < a.Allow {
 		a.Exhausted = true
 	}
 	a.Got += got
+	a.Units += units
 	a.Allow = 0
+	return got
+}
+
+// rateFits reports whether a row's rate has room for w more units after
+// spent were taken in this claim (always, with no rate).
+func rateFits(r *models.FlowAccount, spent, w, nowUs int64) bool {
+	_, rate, periodMs, burst := limitsOf(r)
+	if rate <= 0 {
+		return true
+	}
+	left := Allowed(r.TatMicros, nowUs, Interval(rate, periodMs), burst) - spent
+	if w > burst {
+		return spent == 0 && left >= burst
+	}
+	return left >= w
 }
 
 // After is an account's state once the claim is done: its rate's new tat
@@ -133,11 +182,12 @@ func After(a *Account, c *Connector, nowMs, leaseDue int64, narrowed bool) (tat,
 	capN, rate, periodMs, burst := limitsOf(r)
 	tat = r.TatMicros
 	eligible = nowMs
+	need := max(a.Want, 1)
 	if rate > 0 {
 		t := Interval(rate, periodMs)
-		tat = Take(tat, nowUs, t, a.Got)
-		if Allowed(tat, nowUs, t, burst) == 0 {
-			eligible = max(eligible, ceilDiv(ReadyAt(tat, t, burst), 1000))
+		tat = Take(tat, nowUs, t, a.Units)
+		if Allowed(tat, nowUs, t, burst) < min(need, burst) {
+			eligible = max(eligible, ceilDiv(ReadyFor(tat, t, burst, need), 1000))
 		}
 	}
 	if capN > 0 && a.Live+a.Got >= capN {
@@ -154,8 +204,8 @@ func After(a *Account, c *Connector, nowMs, leaseDue int64, narrowed bool) (tat,
 		ccap, crate, cperiod, cburst := limitsOf(&c.Row)
 		if crate > 0 {
 			t := Interval(crate, cperiod)
-			if ctat := Take(c.Row.TatMicros, nowUs, t, c.Got); Allowed(ctat, nowUs, t, cburst) == 0 {
-				eligible = max(eligible, ceilDiv(ReadyAt(ctat, t, cburst), 1000))
+			if ctat := Take(c.Row.TatMicros, nowUs, t, c.Units); Allowed(ctat, nowUs, t, cburst) < min(need, cburst) {
+				eligible = max(eligible, ceilDiv(ReadyFor(ctat, t, cburst, need), 1000))
 			}
 		}
 		if ccap > 0 && c.Live+c.Got >= ccap {
@@ -181,7 +231,7 @@ func ConnectorTat(c *Connector, nowMs int64) int64 {
 	if rate <= 0 {
 		return c.Row.TatMicros
 	}
-	return Take(c.Row.TatMicros, nowMs*1000, Interval(rate, periodMs), c.Got)
+	return Take(c.Row.TatMicros, nowMs*1000, Interval(rate, periodMs), c.Units)
 }
 
 func ceilDiv(a, b int64) int64 {

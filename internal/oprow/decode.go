@@ -60,6 +60,7 @@ var columns = []struct {
 	{"updated_at", integer(func(o *models.Operation) *int64 { return &o.UpdatedAt })},
 	{"seq", integer(func(o *models.Operation) *int64 { return &o.Seq })},
 	{"flow", boolean(func(o *models.Operation) *bool { return &o.Flow })},
+	{"weight", integer(func(o *models.Operation) *int64 { return &o.Weight })},
 }
 
 // byName finds a column's setter.

@@ -1,0 +1,84 @@
+package integrationtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+	"github.com/connstore/connstore/worker"
+	"github.com/stretchr/testify/require"
+)
+
+// TestFlowWeightedRate: operations recorded with weights 1, 2 and 5 under
+// a rate of 20 units a second with a burst of 10, claimed by pools on two
+// instances for 4 s: no second of claims spends more than 30 units (the
+// burst and a second's rate), the units spent in the long run are the
+// rate's, and an operation heavier than the burst (weight 15) is not
+// wedged: it starts, alone on a full limiter, and the units after it wait
+// out its overdraft.
+func TestFlowWeightedRate(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		a, b := realRepo(t, e), secondRepo(t, e)
+		acct := repository.AccountKey{ConnectorName: "crm", AccountKey: "points"}
+		require.NoError(t, a.SetAccountLimits(ctx(t), acct, repository.AccountLimits{Rate: 20, Period: time.Second, Burst: 10}))
+		weights := []int64{1, 2, 5}
+		ins := make([]repository.OperationInput, 600)
+		for i := range ins {
+			ins[i] = opInput("caller", fmt.Sprintf("w%04d", i))
+			ins[i].AccountKey = "points"
+			ins[i].Weight = weights[i%len(weights)]
+		}
+		ins[9].Weight = 15 // heavier than the burst
+		_, err := a.RecordOperations(ctx(t), ins)
+		require.NoError(t, err)
+
+		type lease struct{ at, weight int64 }
+		var mu sync.Mutex
+		var leases []lease
+		handler := func(_ context.Context, op *models.Operation) worker.Result {
+			mu.Lock()
+			leases = append(leases, lease{*op.LeaseExpiresAt - flowLeaseFor.Milliseconds(), op.Weight})
+			mu.Unlock()
+			return worker.Commit(nil, nil, nil)
+		}
+		var pools []*worker.Pool
+		for _, repo := range []*repository.Repository{a, b} {
+			p, err := worker.New(repo, worker.Config{Concurrency: 8, BatchSize: 8, LeaseFor: flowLeaseFor,
+				PollInterval: 50 * time.Millisecond, Handler: handler})
+			require.NoError(t, err)
+			pools = append(pools, p)
+		}
+		runPools(t, 4*time.Second, pools...)
+
+		slices.SortFunc(leases, func(x, y lease) int { return int(x.at - y.at) })
+		heavy := false
+		var units int64
+		for i, l := range leases {
+			units += l.weight
+			heavy = heavy || l.weight == 15
+			var window int64
+			bound := int64(30) // the burst and a second's rate
+			for j := i; j < len(leases) && leases[j].at-l.at < 1000; j++ {
+				window += leases[j].weight
+				if leases[j].weight == 15 {
+					bound = 35 // a full limiter overdrawn by the heavy one's excess
+				}
+			}
+			require.LessOrEqual(t, window, bound, "units leased in the second from %d ms", l.at-leases[0].at)
+		}
+		require.True(t, heavy, "the operation heavier than the burst started")
+		elapsed := float64(leases[len(leases)-1].at-leases[0].at) / 1000
+		rate := float64(units-10) / elapsed // the burst aside
+		t.Logf("%d operations, %d units in %.2f s: %.1f units a second", len(leases), units, elapsed, rate)
+		require.InDelta(t, 20, rate, 3, "units, not operations, are what the rate counts")
+		var stored models.Operation
+		require.NoError(t, e.db.Where("operation_id = ?", "w0001").Take(&stored).Error)
+		require.Equal(t, int64(2), stored.Weight, "the recorded weight is stored")
+	})
+}
