@@ -80,7 +80,6 @@ var breakdownVariants = []struct {
 	{"without retention's feed", unreadUpkeep[4:]},
 	{"without the owner and state key indexes", unreadUpkeep[:2]},
 	{"without any of that upkeep", unreadUpkeep},
-	{"flow control with a cap and a rate that do not bind", flowNotBinding},
 }
 
 // breakdown measures the pool at its best against River at MaxWorkers

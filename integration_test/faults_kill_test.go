@@ -49,6 +49,29 @@ func TestKilledConnectionMidCall(t *testing.T) {
 			}, func(t *testing.T, e *env) {
 				require.NotNil(t, snapshot(t, e, "caller", "op").LeaseToken)
 			}},
+		// A flow claim holds its account's row and waits on its connector's
+		// (a connector limit): killed there, it leaves no lease, no spent
+		// rate and no moved eligible_at.
+		{"flow claim", func(t *testing.T, e *env) any {
+			require.NoError(t, e.repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm"},
+				repository.AccountLimits{MaxInFlight: 100}))
+			require.NoError(t, e.repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm", AccountKey: "acct"},
+				repository.AccountLimits{MaxInFlight: 3, Rate: 10, Period: time.Second, Burst: 2}))
+			recordOp(t, e, "caller", "op")
+			return nil
+		}, `SELECT 1 FROM kubun_connector_flow_account WHERE connector_name = 'crm' AND account_key = '' FOR UPDATE`,
+			func(e *env, _ any) error {
+				ops, err := e.repo.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
+				if err == nil && len(ops) != 1 {
+					return errNoop
+				}
+				return err
+			}, func(t *testing.T, e *env) {
+				require.NotNil(t, snapshot(t, e, "caller", "op").LeaseToken)
+				var acct models.FlowAccount
+				require.NoError(t, e.db.Where("connector_name = 'crm' AND account_key = 'acct'").Take(&acct).Error)
+				require.NotZero(t, acct.TatMicros, "the retry spent the rate")
+			}},
 		{"commit operation", func(t *testing.T, e *env) any {
 			recordOp(t, e, "caller", "op")
 			return claimOne(t, e)

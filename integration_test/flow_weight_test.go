@@ -82,3 +82,41 @@ func TestFlowWeightedRate(t *testing.T) {
 		require.Equal(t, int64(2), stored.Weight, "the recorded weight is stored")
 	})
 }
+
+// TestFlowReleaseRefundsItsWeight: with the clock standing still, an
+// account and its connector each with a rate of 2 a second and a burst of
+// 2, a claim leases an operation of weight 2 and nothing more; released
+// unstarted, its weight goes back to both rates, so the next claim leases
+// it again at once; started and finished, it does not.
+func TestFlowReleaseRefundsItsWeight(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		rate := repository.AccountLimits{Rate: 2, Period: time.Second, Burst: 2}
+		require.NoError(t, e.repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm"}, rate))
+		require.NoError(t, e.repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm", AccountKey: "acct"}, rate))
+		heavy := opInput("caller", "heavy")
+		heavy.Weight = 2
+		_, _, err := e.repo.RecordOperation(ctx(t), heavy)
+		require.NoError(t, err)
+		e.clock.Advance(time.Millisecond)
+		recordOp(t, e, "caller", "light")
+		claim := func() []models.Operation {
+			ops, err := e.repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
+			require.NoError(t, err)
+			return ops
+		}
+		got := claim()
+		require.Len(t, got, 1, "weight 2 spends the burst of 2")
+		require.Equal(t, "heavy", got[0].OperationID)
+		require.Empty(t, claim(), "nothing left of either rate")
+		out, err := e.repo.ReleaseOperations(ctx(t), []repository.Fence{repository.FenceOf(&got[0])})
+		require.NoError(t, err)
+		require.NoError(t, out[0].Err)
+		again := claim()
+		require.Len(t, again, 1, "released unstarted: its weight is back in both rates")
+		require.Equal(t, "heavy", again[0].OperationID)
+		_, err = e.repo.CommitOperation(ctx(t), repository.CommitParams{Fence: repository.FenceOf(&again[0]), DocumentID: models.StrPtr("doc-h")})
+		require.NoError(t, err)
+		require.Empty(t, claim(), "a finished operation's weight stays spent")
+	})
+}

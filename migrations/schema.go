@@ -217,6 +217,7 @@ func all() []*gormigrate.Migration {
 		seqMigration(),
 		flowMigration(),
 		weightMigration(),
+		eligibleOrderMigration(),
 	}
 }
 

@@ -8,8 +8,8 @@ package models
 // when it can next be served) is kept by the claims and the writes that
 // finish its operations. A nil limit is no limit.
 type FlowAccount struct {
-	ConnectorName string `gorm:"column:connector_name;primaryKey"`
-	AccountKey    string `gorm:"column:account_key;primaryKey"`
+	ConnectorName string `gorm:"column:connector_name;primaryKey;index:kubun_connector_flow_account_eligible_idx,priority:2"`
+	AccountKey    string `gorm:"column:account_key;primaryKey;index:kubun_connector_flow_account_eligible_idx,priority:3"`
 	// MaxInFlight caps the account's live leases, across every instance.
 	MaxInFlight *int64 `gorm:"column:max_in_flight;type:bigint"`
 	// Rate, PeriodMillis and Burst limit the account's starts: at most
@@ -41,7 +41,7 @@ type FlowAccount struct {
 	// EligibleAt is the earliest time a claim looks at the account (epoch
 	// ms): later while it is paused, at its cap, out of tokens or without
 	// due work; moved earlier by the writes that change that.
-	EligibleAt int64 `gorm:"column:eligible_at;type:bigint;not null;default:0;index:kubun_connector_flow_account_eligible_idx,where:account_key <> ''"`
+	EligibleAt int64 `gorm:"column:eligible_at;type:bigint;not null;default:0;index:kubun_connector_flow_account_eligible_idx,priority:1,where:account_key <> ''"`
 	UpdatedAt  int64 `gorm:"column:updated_at;type:bigint;not null;default:0;autoCreateTime:false;autoUpdateTime:false"`
 }
 

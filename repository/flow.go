@@ -207,6 +207,14 @@ func (r *Repository) ListAccounts(ctx context.Context, p ListAccountsParams) (_ 
 	if err != nil {
 		return nil, fmt.Errorf("list accounts: %w", err)
 	}
+	keys := make([]flow.Key, len(rows))
+	for i, row := range rows {
+		keys[i] = flow.Key{ConnectorName: row.ConnectorName, AccountKey: row.AccountKey}
+	}
+	live, err := flow.InFlightOf(r.base(ctx), keys, r.leaseNow())
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: count in flight: %w", err)
+	}
 	out := make([]AccountStatus, len(rows))
 	for i, row := range rows {
 		st := AccountStatus{AccountKey: AccountKey{row.ConnectorName, row.AccountKey}, Limits: limitsOf(row),
@@ -217,9 +225,7 @@ func (r *Repository) ListAccounts(ctx context.Context, p ListAccountsParams) (_ 
 		if row.Adaptive && row.LiveCap != nil {
 			st.LiveCap = *row.LiveCap
 		}
-		if st.InFlight, err = flow.InFlight(r.base(ctx), flow.Key(st.AccountKey), r.leaseNow()); err != nil {
-			return nil, fmt.Errorf("list accounts: count in flight of %s: %w", st.AccountKey, err)
-		}
+		st.InFlight = live[keys[i]]
 		out[i] = st
 	}
 	return out, nil

@@ -96,7 +96,9 @@ func (r *Repository) wakeFlow(ctx context.Context, ops []*models.Operation, rele
 		k := flow.Key{ConnectorName: op.ConnectorName, AccountKey: op.AccountKey}
 		keys = append(keys, k)
 		if released[opKey{op.CallerDID, op.OperationID}] {
-			refund[k]++
+			// Its weight back to its account's rate and its connector's.
+			refund[k] += max(op.Weight, 1)
+			refund[flow.Key{ConnectorName: op.ConnectorName}] += max(op.Weight, 1)
 		}
 		if op.State == models.OperationCommitted {
 			succeeded[k]++

@@ -121,13 +121,38 @@ func List(db *gorm.DB, p ListParams) ([]models.FlowAccount, error) {
 // InFlight counts the live leases of k (an empty account key: of its whole
 // connector) at leaseNow: a range of the flow lease index.
 func InFlight(db *gorm.DB, k Key, leaseNow any) (int64, error) {
-	q := db.Model(&models.Operation{}).Where(liveLeases, leaseNow).Where("connector_name = ?", k.ConnectorName)
-	if k.AccountKey != "" {
-		q = q.Where("account_key = ?", k.AccountKey)
+	got, err := InFlightOf(db, []Key{k}, leaseNow)
+	return got[k], err
+}
+
+// InFlightOf counts the live leases of each of keys (an empty AccountKey:
+// the whole connector's) in one statement per accountChunk keys, each
+// count a range of the flow lease index: a page of accounts costs its
+// leases, not a statement per account.
+func InFlightOf(db *gorm.DB, keys []Key, leaseNow any) (map[Key]int64, error) {
+	type count struct {
+		ConnectorName, AccountKey string
+		N                         int64
 	}
-	var n int64
-	err := q.Count(&n).Error
-	return n, err
+	probes := make([]*gorm.DB, len(keys))
+	for i, k := range keys {
+		q := db.Session(&gorm.Session{NewDB: true}).Table("kubun_connector_operation").
+			Select("CAST(? AS TEXT) AS connector_name, CAST(? AS TEXT) AS account_key, COUNT(*) AS n", k.ConnectorName, k.AccountKey).
+			Where(liveLeases, leaseNow).Where("connector_name = ?", k.ConnectorName)
+		if k.AccountKey != "" {
+			q = q.Where("account_key = ?", k.AccountKey)
+		}
+		probes[i] = q
+	}
+	rows, err := unionAll[count](db, probes)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[Key]int64, len(rows))
+	for _, r := range rows {
+		out[Key{r.ConnectorName, r.AccountKey}] = r.N
+	}
+	return out, nil
 }
 
 // Announce sends a hint on channel (PostgreSQL's LISTEN/NOTIFY) that

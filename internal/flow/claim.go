@@ -170,7 +170,7 @@ func countLive(s Store, accounts []*Account, conns map[string]*Connector) error 
 			Where("connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
 			Where(liveLeases, s.LeaseNow).Group("connector_name, account_key"))
 	}
-	got, err := unionAll[count](s, probes)
+	got, err := unionAll[count](s.DB, probes)
 	if err != nil {
 		return fmt.Errorf("count live leases: %w", err)
 	}
@@ -248,7 +248,7 @@ func pick(s Store, p Params, accounts []*Account, conns map[string]*Connector) (
 		q = s.Dialect.FixedLimit(q.Order("COALESCE(next_attempt_at, created_at)"), int(a.Allow))
 		probes = append(probes, s.Dialect.LockRows(q, false, true))
 	}
-	rows, err := unionAll[picked](s, probes)
+	rows, err := unionAll[picked](s.DB, probes)
 	if err != nil {
 		return nil, fmt.Errorf("pick due operations: %w", err)
 	}
@@ -331,7 +331,7 @@ func nextDue(s Store, accounts []*Account, narrowed bool) error {
 		q = s.Dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_flow_idx")
 		probes = append(probes, s.Dialect.FixedLimit(q.Order("COALESCE(next_attempt_at, created_at)"), 1))
 	}
-	got, err := unionAll[due](s, probes)
+	got, err := unionAll[due](s.DB, probes)
 	if err != nil {
 		return fmt.Errorf("next due of accounts: %w", err)
 	}
@@ -348,7 +348,7 @@ func nextDue(s Store, accounts []*Account, narrowed bool) error {
 // unionAll runs the queries as UNION ALL statements of accountChunk
 // queries each (each its own subquery, so each keeps its ORDER BY and
 // LIMIT on both databases) and returns every row.
-func unionAll[T any](s Store, qs []*gorm.DB) ([]T, error) {
+func unionAll[T any](db *gorm.DB, qs []*gorm.DB) ([]T, error) {
 	var out []T
 	for start := 0; start < len(qs); start += accountChunk {
 		part := qs[start:min(start+accountChunk, len(qs))]
@@ -359,7 +359,7 @@ func unionAll[T any](s Store, qs []*gorm.DB) ([]T, error) {
 			vars[i] = q
 		}
 		var rows []T
-		if err := s.DB.Raw(strings.Join(parts, " UNION ALL "), vars...).Scan(&rows).Error; err != nil {
+		if err := db.Raw(strings.Join(parts, " UNION ALL "), vars...).Scan(&rows).Error; err != nil {
 			return nil, err
 		}
 		out = append(out, rows...)

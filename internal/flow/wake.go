@@ -24,7 +24,8 @@ const notPausedAt = "CASE WHEN paused_until IS NOT NULL AND paused_until > ? THE
 // Wake moves each account's eligible_at back to now (or its pause's end),
 // one statement per account in key order, each changing the row only when
 // it moves it earlier; refund gives back, per account, the rate's tokens of
-// leases released unstarted, and succeeded counts its successes toward an
+// leases released unstarted (in units: their weights; a connector's, keyed
+// with an empty AccountKey, after every account's), and succeeded counts its successes toward an
 // adaptive cap's growth (one more after GrowAfter successes, up to
 // MaxInFlight: the additive half of AIMD). keys must be sorted and
 // distinct. It returns how many accounts it woke.
@@ -42,10 +43,7 @@ func Wake(db *gorm.DB, keys []Key, nowMs int64, refund, succeeded map[Key]int64)
 			where = where.Where("adaptive OR eligible_at > "+notPausedAt, nowMs, nowMs)
 		}
 		if n := refund[k]; n > 0 {
-			// tat back by n emission intervals, never before now.
-			back := "tat_us - ? * ((period_ms * 1000 + rate - 1) / rate)"
-			set["tat_us"] = gorm.Expr("CASE WHEN rate IS NULL OR rate <= 0 OR period_ms IS NULL THEN tat_us WHEN "+back+
-				" > ? THEN "+back+" ELSE ? END", n, nowMs*1000, n, nowMs*1000)
+			set["tat_us"] = refunded(n, nowMs)
 		} else if succeeded[k] == 0 {
 			where = where.Where("eligible_at > "+notPausedAt, nowMs, nowMs)
 		}
@@ -55,7 +53,33 @@ func Wake(db *gorm.DB, keys []Key, nowMs int64, refund, succeeded map[Key]int64)
 		}
 		woke += res.RowsAffected
 	}
+	// The connectors' rates are given back last, after every account's
+	// row: a claim takes an account's row (never waiting: SKIP LOCKED) and
+	// then its connector's, so a wake in one transaction never holds a
+	// connector while it waits for an account.
+	var conns []Key
+	for k, n := range refund {
+		if k.AccountKey == "" && n > 0 {
+			conns = append(conns, k)
+		}
+	}
+	slices.SortFunc(conns, Key.Compare)
+	for _, k := range conns {
+		err := db.Table(Table).Where("connector_name = ? AND account_key = ''", k.ConnectorName).
+			Update("tat_us", refunded(refund[k], nowMs)).Error
+		if err != nil {
+			return woke, fmt.Errorf("refund connector %s: %w", k.ConnectorName, err)
+		}
+	}
 	return woke, nil
+}
+
+// refunded is a row's tat with n units given back: back by n emission
+// intervals, never before now (GCRA's Refund, in SQL).
+func refunded(n, nowMs int64) clause.Expr {
+	back := "tat_us - ? * ((period_ms * 1000 + rate - 1) / rate)"
+	return gorm.Expr("CASE WHEN rate IS NULL OR rate <= 0 OR period_ms IS NULL THEN tat_us WHEN "+back+
+		" > ? THEN "+back+" ELSE ? END", n, nowMs*1000, n, nowMs*1000)
 }
 
 // Adopt makes sure each account of rows just moved under flow control has
