@@ -212,6 +212,11 @@ if [ "${1:-}" = "--bench" ]; then
 	(cd bench && go run . -out .. "$@")
 	exit
 fi
+# The dashboard's browser test renders its pages in Debian's chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+	apt_install chromium
+fi
+export CONNSTORE_TEST_CHROMIUM="${CONNSTORE_TEST_CHROMIUM:-$(command -v chromium)}"
 if [ $# -gt 0 ]; then
 	# Explicit go test arguments (benchmarks, one package, -run ...).
 	go test "$@"

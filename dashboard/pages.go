@@ -1,0 +1,167 @@
+package dashboard
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/repository"
+)
+
+// overviewData is the overview page: the queues by connector, owner and
+// state (the states an operator watches: attempted, dead, reconcile-only;
+// committed rows are the journal's bulk and are counted only on demand),
+// and the accounts paused now.
+type overviewData struct {
+	Now    time.Time                   `json:"now"`
+	Queues []repository.OperationCount `json:"queues"`
+	Paused []repository.AccountStatus  `json:"paused_accounts"`
+}
+
+func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
+	queues, err := d.repo.CountOperations(r.Context(), repository.OperationCountsParams{})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	paused, err := d.repo.ListAccounts(r.Context(), repository.ListAccountsParams{PausedOnly: true, Limit: MaxPageSize})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, "overview", "Overview", overviewData{Now: d.repo.Now(), Queues: queues, Paused: paused})
+}
+
+// operationsData is a page of the operations listing and the filters it
+// was asked with; Next is the next page's query (nil on the last page).
+type operationsData struct {
+	Now        time.Time          `json:"now"`
+	State      string             `json:"state"`
+	Connector  string             `json:"connector,omitempty"`
+	Owner      string             `json:"owner,omitempty"`
+	Limit      int                `json:"limit"`
+	Operations []models.Operation `json:"operations"`
+	Next       map[string]string  `json:"next,omitempty"`
+}
+
+// operations lists operations by state (or overdue), narrowed by connector
+// and owner, paged by the repository's keyset cursor (never OFFSET).
+func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st, err := state(q)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	n, err := limit(q)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	f, err := texts(q, "connector", "owner", "after_caller", "after_op")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	seq, err := integer(q, "after_seq")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	dueAt, err := integer(q, "after_due")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	p := repository.ListByStateParams{State: st, ConnectorName: f["connector"], OwnerDID: f["owner"], Limit: n}
+	if st == "overdue" {
+		p.State, p.Overdue = models.OperationAttempted, true
+	}
+	if f["after_caller"] != "" || f["after_op"] != "" {
+		p.After = &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: f["after_caller"], OperationID: f["after_op"]},
+			Seq: seq, DueAt: dueAt}
+	}
+	ops, err := d.repo.ListOperationsByState(r.Context(), p)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data := operationsData{Now: d.repo.Now(), State: st, Connector: f["connector"], Owner: f["owner"], Limit: n, Operations: ops}
+	if len(ops) == n {
+		c := repository.CursorAfter(&ops[len(ops)-1])
+		data.Next = map[string]string{"state": st, "connector": f["connector"], "owner": f["owner"],
+			"after_caller": c.CallerDID, "after_op": c.OperationID, "after_seq": itoa(c.Seq), "after_due": itoa(c.DueAt), "limit": itoa(int64(n))}
+	}
+	d.render(w, r, "operations", "Operations", data)
+}
+
+// operationData is one operation, with what holds it where it is.
+type operationData struct {
+	Now       time.Time        `json:"now"`
+	Operation models.Operation `json:"operation"`
+	// Why says, in words, why the operation is where it is.
+	Why []string `json:"why"`
+	// CanRequeue and CanCancel say which actions its state allows.
+	CanRequeue bool `json:"can_requeue"`
+	CanCancel  bool `json:"can_cancel"`
+}
+
+func (d *dashboard) operation(w http.ResponseWriter, r *http.Request) {
+	f, err := texts(r.URL.Query(), "caller", "op")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if f["caller"] == "" || f["op"] == "" {
+		d.fail(w, r, badf("parameters caller and op are required"))
+		return
+	}
+	op, err := d.repo.GetOperation(r.Context(), repository.OperationKey{CallerDID: f["caller"], OperationID: f["op"]})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	now := d.repo.Now()
+	d.render(w, r, "operation", "Operation", operationData{Now: now, Operation: *op, Why: explain(op, now),
+		CanRequeue: op.State == models.OperationDead || op.State == models.OperationReconcileOnly,
+		CanCancel:  op.State == models.OperationAttempted})
+}
+
+// accountsData is a page of the accounts under flow control.
+type accountsData struct {
+	Now       time.Time                  `json:"now"`
+	Connector string                     `json:"connector,omitempty"`
+	Paused    bool                       `json:"paused_only"`
+	Accounts  []repository.AccountStatus `json:"accounts"`
+	Next      map[string]string          `json:"next,omitempty"`
+}
+
+func (d *dashboard) accounts(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	n, err := limit(q)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	f, err := texts(q, "connector", "after_connector", "after_account", "paused")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	p := repository.ListAccountsParams{ConnectorName: f["connector"], PausedOnly: f["paused"] == "1", Limit: n}
+	if f["after_connector"] != "" {
+		p.After = &repository.AccountKey{ConnectorName: f["after_connector"], AccountKey: f["after_account"]}
+	}
+	list, err := d.repo.ListAccounts(r.Context(), p)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	data := accountsData{Now: d.repo.Now(), Connector: f["connector"], Paused: p.PausedOnly, Accounts: list}
+	if len(list) == n {
+		last := list[len(list)-1]
+		data.Next = map[string]string{"connector": f["connector"], "paused": f["paused"], "after_connector": last.ConnectorName,
+			"after_account": last.AccountKey.AccountKey, "limit": itoa(int64(n))}
+	}
+	d.render(w, r, "accounts", "Accounts", data)
+}
