@@ -56,7 +56,7 @@ func (d *dashboard) act(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		var dur time.Duration
-		if dur, err = time.ParseDuration(f["for"]); err != nil || dur <= 0 || dur > maxPause {
+		if dur, err = time.ParseDuration(f["for"]); err != nil || dur < time.Second || dur > maxPause {
 			d.fail(w, r, badf("parameter for: a duration from 1s to %v, e.g. 15m", maxPause))
 			return
 		}

@@ -92,16 +92,20 @@ func TestDashboardPages(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, body)
 		require.Contains(t, h.Get("Content-Security-Policy"), "default-src 'none'")
 		require.Equal(t, "nosniff", h.Get("X-Content-Type-Options"))
-		require.Contains(t, body, `<meta http-equiv="refresh" content="5">`)
-		require.Contains(t, body, `href="/ops/operations?connector=crm&amp;owner=owner&amp;state=attempted"`)
+		require.Contains(t, body, `<meta http-equiv="refresh" content="5; url=/ops/">`)
+		require.Contains(t, body, `href="/ops/operations?connector=crm&amp;state=attempted"`)
 		require.Contains(t, body, "&lt;script&gt;alert(1)&lt;/script&gt;", "the paused account's key, escaped")
 		require.NotContains(t, body, evil)
 		_, body, _ = get(t, srv, "/ops/?refresh=off")
 		require.NotContains(t, body, "http-equiv", "the operator turned refreshing off")
 
 		var ov struct {
-			Queues []repository.OperationCount `json:"queues"`
-			Paused []repository.AccountStatus  `json:"paused_accounts"`
+			Queues []struct {
+				ConnectorName, State string
+				Owners               int
+				Count                int64
+			} `json:"queues"`
+			Paused []repository.AccountStatus `json:"paused_accounts"`
 		}
 		status, body, h = get(t, srv, "/ops/?format=json")
 		require.Equal(t, http.StatusOK, status)
@@ -118,8 +122,10 @@ func TestDashboardPages(t *testing.T) {
 		require.NotContains(t, body, evil)
 		require.Contains(t, body, "doc-&lt;script&gt;")
 		var page struct {
-			Operations []models.Operation `json:"operations"`
-			Next       map[string]string  `json:"next"`
+			Operations []struct {
+				OperationID string `json:"operation_id"`
+			} `json:"operations"`
+			Next map[string]string `json:"next"`
 		}
 		seen := map[string]bool{}
 		next := "/ops/operations?state=attempted&limit=3&format=json"
@@ -181,6 +187,8 @@ func TestDashboardBadRequests(t *testing.T) {
 			{"/ops/operations?after_seq=x&after_caller=c&after_op=o", 400, "after_seq"},
 			{"/ops/operations?connector=" + strings.Repeat("x", 2000), 400, "connector"},
 			{"/ops/operations?owner=%ff", 400, "owner"},
+			{"/ops/accounts?connector=%00", 400, "connector"},
+			{"/ops/accounts?after_connector=%00", 400, "after_connector"},
 			{"/ops/operation", 400, "caller and op"},
 			{"/ops/operation?caller=c&op=missing", 404, "not found"},
 			{"/ops/accounts?limit=1001", 400, "limit"},
@@ -245,7 +253,7 @@ func TestDashboardActions(t *testing.T) {
 		acct := url.Values{"connector": {"crm"}, "account": {"acct"}, "for": {"10m"}}
 		require.NoError(t, e.Repo.SetAccountLimits(c, repository.AccountKey{ConnectorName: "crm", AccountKey: "acct"},
 			repository.AccountLimits{MaxInFlight: 2}))
-		for _, bad := range []string{"", "-1m", "x", "9000h"} {
+		for _, bad := range []string{"", "-1m", "x", "9000h", "999ms", "1ns"} {
 			f := url.Values{"connector": {"crm"}, "account": {"acct"}, "for": {bad}}
 			status, _ = post(t, open, "/ops/actions/pause_account", f, "same-origin")
 			require.Equal(t, http.StatusBadRequest, status, "pause for %q", bad)
@@ -268,8 +276,70 @@ func TestDashboardOptions(t *testing.T) {
 	_, err := dashboard.New(nil, dashboard.Options{})
 	require.Error(t, err)
 	e := dbtest.Setup(t, dbtest.Lite, dbtest.Options{})
-	for _, p := range []string{"ops", "/ops/"} {
+	for _, p := range []string{"ops", "/ops/", "//evil.example", `/\evil.example`, "/ops?x", "/a b"} {
 		_, err := dashboard.New(e.Repo, dashboard.Options{BasePath: p})
 		require.Error(t, err, p)
 	}
+}
+
+// TestDashboardShowsNoSecrets: a live lease's token (the holder's
+// credential to finish the operation) and the lock's incarnation appear
+// in no page and no JSON twin.
+func TestDashboardShowsNoSecrets(t *testing.T) {
+	e := dbtest.Setup(t, dbtest.Lite, dbtest.Options{})
+	c := context.Background()
+	_, _, err := e.Repo.RecordOperation(c, input("op"))
+	require.NoError(t, err)
+	got, err := e.Repo.ClaimOperations(c, repository.ClaimParams{Limit: 1, LeaseFor: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	token, incarnation := *got[0].LeaseToken, *got[0].Incarnation
+	srv := serve(t, e.Repo, dashboard.Options{})
+	for _, path := range []string{"/ops/operation?caller=caller&op=op", "/ops/operation?caller=caller&op=op&format=json",
+		"/ops/operations", "/ops/operations?format=json", "/ops/", "/ops/?format=json"} {
+		status, body, _ := get(t, srv, path)
+		require.Equal(t, http.StatusOK, status, path)
+		require.NotContains(t, body, token, path)
+		require.NotContains(t, body, incarnation, path)
+	}
+	_, body, _ := get(t, srv, "/ops/operation?caller=caller&op=op&format=json")
+	require.Contains(t, body, `"leased": true`)
+}
+
+// TestDashboardOverviewIsBounded: 250 owners of one connector are one row
+// of the overview (their sum), not 250.
+func TestDashboardOverviewIsBounded(t *testing.T) {
+	e := dbtest.Setup(t, dbtest.Lite, dbtest.Options{})
+	ins := make([]repository.OperationInput, 250)
+	for i := range ins {
+		ins[i] = input(fmt.Sprintf("op-%d", i))
+		ins[i].OwnerDID = fmt.Sprintf("owner-%03d", i)
+	}
+	_, err := e.Repo.RecordOperations(context.Background(), ins)
+	require.NoError(t, err)
+	srv := serve(t, e.Repo, dashboard.Options{})
+	_, body, _ := get(t, srv, "/ops/?format=json")
+	var ov struct {
+		Queues []struct {
+			Owners int
+			Count  int64
+		} `json:"queues"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &ov))
+	require.Len(t, ov.Queues, 1)
+	require.Equal(t, 250, ov.Queues[0].Owners)
+	require.Equal(t, int64(250), ov.Queues[0].Count)
+}
+
+// TestDashboardNoticeDoesNotStick: the page an action redirects to shows
+// its notice once; its refresh and its stop-refreshing link drop it.
+func TestDashboardNoticeDoesNotStick(t *testing.T) {
+	e := dbtest.Setup(t, dbtest.Lite, dbtest.Options{})
+	srv := serve(t, e.Repo, dashboard.Options{})
+	_, body, _ := get(t, srv, "/ops/accounts?connector=crm&done=pause_account")
+	require.Contains(t, body, "Done: pause_account")
+	require.Contains(t, body, `content="5; url=/ops/accounts?connector=crm"`)
+	require.Contains(t, body, `href="?connector=crm&amp;refresh=off"`)
+	_, body, _ = get(t, srv, "/ops/accounts?done=bogus")
+	require.NotContains(t, body, "Done:")
 }

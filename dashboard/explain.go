@@ -21,10 +21,10 @@ func explain(op *models.Operation, now time.Time) []string {
 		case op.LeaseToken != nil:
 			why = append(why, fmt.Sprintf("Its lease expired %s: its worker stopped without finishing; the next claim takes it.",
 				at(deref64(op.LeaseExpiresAt))))
-		case due(*op) > now.UnixMilli():
-			why = append(why, fmt.Sprintf("Waiting: due %s (a retry's backoff or a scheduled time).", at(due(*op))))
+		case dueAt(op.NextAttemptAt, op.CreatedAt) > now.UnixMilli():
+			why = append(why, fmt.Sprintf("Waiting: due %s (a retry's backoff or a scheduled time).", at(dueAt(op.NextAttemptAt, op.CreatedAt))))
 		default:
-			why = append(why, fmt.Sprintf("Due %s: the next claim takes it, unless its account's limits hold it (see Accounts).", at(due(*op))))
+			why = append(why, fmt.Sprintf("Due %s: the next claim takes it, unless its account's limits hold it (see Accounts).", at(dueAt(op.NextAttemptAt, op.CreatedAt))))
 		}
 	case models.OperationCommitted:
 		why = append(why, fmt.Sprintf("Committed %s: the provider accepted it.", at(op.UpdatedAt)))

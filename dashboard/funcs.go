@@ -30,7 +30,7 @@ func funcs(o Options) template.FuncMap {
 		"ago":      func(d time.Duration) string { return words(d) },
 		"words":    words,
 		"inWords":  inWords,
-		"due":      due,
+		"due":      func(v opView) int64 { return dueAt(v.NextAttemptAt, v.CreatedAt) },
 		"optint":   func(v *int64) string { return optInt(v) },
 		"terminal": func(s string) bool { return s != models.OperationAttempted },
 		"list": func() []string {
@@ -89,11 +89,11 @@ func inWords(at, now time.Time) string {
 	return words(now.Sub(at)) + " ago"
 }
 
-// due is when an operation is due: its next attempt time, or its record
-// time when it has none.
-func due(op models.Operation) int64 {
-	if op.NextAttemptAt != nil {
-		return *op.NextAttemptAt
+// dueAt is when an operation is due: its next attempt time, or its
+// record time when it has none.
+func dueAt(next *int64, created int64) int64 {
+	if next != nil {
+		return *next
 	}
-	return op.CreatedAt
+	return created
 }

@@ -79,8 +79,9 @@ func secure(next http.Handler) http.Handler {
 type page struct {
 	Title   string
 	Base    string
-	Refresh int // seconds; 0 for none
-	Query   string
+	Refresh int    // seconds; 0 for none
+	Query   string // this page's query with refreshing off
+	Again   string // this page's path and query without the notice
 	Notice  string
 	Data    any
 }
@@ -99,9 +100,15 @@ func (d *dashboard) render(w http.ResponseWriter, r *http.Request, name, title s
 	case ActionRequeue, ActionCancel, ActionPauseAccount, ActionResumeAccount:
 		p.Notice = string(done)
 	}
-	off := r.URL.Query()
-	off.Set("refresh", "off")
-	p.Query = "?" + off.Encode()
+	// The page reloads, and stops reloading, without the action's notice.
+	again := r.URL.Query()
+	again.Del("done")
+	p.Again = r.URL.Path
+	if len(again) > 0 {
+		p.Again += "?" + again.Encode()
+	}
+	again.Set("refresh", "off")
+	p.Query = "?" + again.Encode()
 	if every := d.opts.refresh(); every > 0 && r.URL.Query().Get("refresh") != "off" && r.Method == http.MethodGet {
 		p.Refresh = int(max(every/time.Second, 1))
 	}

@@ -3,7 +3,7 @@ package dashboard
 import (
 	"errors"
 	"net/http"
-	"strings"
+	"regexp"
 	"time"
 )
 
@@ -48,9 +48,15 @@ const MaxPageSize = 200
 // defaultPageSize is a listing's page size when none is asked for.
 const defaultPageSize = 50
 
+// basePath is what a BasePath may be: path segments of letters, digits,
+// '-', '_' and '.', each after one '/'. Links and the redirect after an
+// action start with it, so anything that a browser could read as another
+// host ("//host", "/\host") or scheme is refused.
+var basePath = regexp.MustCompile(`^(/[A-Za-z0-9._-]+)+$`)
+
 func (o Options) validate() error {
-	if o.BasePath != "" && (!strings.HasPrefix(o.BasePath, "/") || strings.HasSuffix(o.BasePath, "/")) {
-		return errors.New("dashboard: BasePath must start with / and not end with one")
+	if o.BasePath != "" && !basePath.MatchString(o.BasePath) {
+		return errors.New("dashboard: BasePath must be path segments like /ops or /admin/connstore, with no trailing /")
 	}
 	return nil
 }

@@ -8,14 +8,15 @@ import (
 	"github.com/connstore/connstore/repository"
 )
 
-// overviewData is the overview page: the queues by connector, owner and
-// state (the states an operator watches: attempted, dead, reconcile-only;
-// committed rows are the journal's bulk and are counted only on demand),
-// and the accounts paused now.
+// overviewData is the overview page: the queues by connector and state,
+// their owners summed (the states an operator watches: attempted, dead,
+// reconcile-only; committed rows are the journal's bulk and are counted
+// only on demand), and the accounts paused now.
 type overviewData struct {
-	Now    time.Time                   `json:"now"`
-	Queues []repository.OperationCount `json:"queues"`
-	Paused []repository.AccountStatus  `json:"paused_accounts"`
+	Now    time.Time                  `json:"now"`
+	Queues []queue                    `json:"queues"`
+	More   int                        `json:"more_queues,omitempty"`
+	Paused []repository.AccountStatus `json:"paused_accounts"`
 }
 
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
@@ -29,19 +30,20 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.render(w, r, "overview", "Overview", overviewData{Now: d.repo.Now(), Queues: queues, Paused: paused})
+	rows, more := queuesOf(queues)
+	d.render(w, r, "overview", "Overview", overviewData{Now: d.repo.Now(), Queues: rows, More: more, Paused: paused})
 }
 
 // operationsData is a page of the operations listing and the filters it
 // was asked with; Next is the next page's query (nil on the last page).
 type operationsData struct {
-	Now        time.Time          `json:"now"`
-	State      string             `json:"state"`
-	Connector  string             `json:"connector,omitempty"`
-	Owner      string             `json:"owner,omitempty"`
-	Limit      int                `json:"limit"`
-	Operations []models.Operation `json:"operations"`
-	Next       map[string]string  `json:"next,omitempty"`
+	Now        time.Time         `json:"now"`
+	State      string            `json:"state"`
+	Connector  string            `json:"connector,omitempty"`
+	Owner      string            `json:"owner,omitempty"`
+	Limit      int               `json:"limit"`
+	Operations []opView          `json:"operations"`
+	Next       map[string]string `json:"next,omitempty"`
 }
 
 // operations lists operations by state (or overdue), narrowed by connector
@@ -86,7 +88,7 @@ func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	data := operationsData{Now: d.repo.Now(), State: st, Connector: f["connector"], Owner: f["owner"], Limit: n, Operations: ops}
+	data := operationsData{Now: d.repo.Now(), State: st, Connector: f["connector"], Owner: f["owner"], Limit: n, Operations: viewsOf(ops)}
 	if len(ops) == n {
 		c := repository.CursorAfter(&ops[len(ops)-1])
 		data.Next = map[string]string{"state": st, "connector": f["connector"], "owner": f["owner"],
@@ -97,8 +99,8 @@ func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 
 // operationData is one operation, with what holds it where it is.
 type operationData struct {
-	Now       time.Time        `json:"now"`
-	Operation models.Operation `json:"operation"`
+	Now       time.Time `json:"now"`
+	Operation opView    `json:"operation"`
 	// Why says, in words, why the operation is where it is.
 	Why []string `json:"why"`
 	// CanRequeue and CanCancel say which actions its state allows.
@@ -122,7 +124,7 @@ func (d *dashboard) operation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := d.repo.Now()
-	d.render(w, r, "operation", "Operation", operationData{Now: now, Operation: *op, Why: explain(op, now),
+	d.render(w, r, "operation", "Operation", operationData{Now: now, Operation: viewOf(*op), Why: explain(op, now),
 		CanRequeue: op.State == models.OperationDead || op.State == models.OperationReconcileOnly,
 		CanCancel:  op.State == models.OperationAttempted})
 }

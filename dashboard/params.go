@@ -3,6 +3,7 @@ package dashboard
 import (
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/connstore/connstore/models"
@@ -15,8 +16,8 @@ const maxParam = 1024
 // text reads a text parameter: valid UTF-8, at most maxParam bytes.
 func text(q url.Values, name string) (string, error) {
 	v := q.Get(name)
-	if len(v) > maxParam || !utf8.ValidString(v) {
-		return "", badf("parameter %s: at most %d bytes of UTF-8", name, maxParam)
+	if len(v) > maxParam || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return "", badf("parameter %s: at most %d bytes of UTF-8 without NUL", name, maxParam)
 	}
 	return v, nil
 }
