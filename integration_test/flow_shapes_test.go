@@ -22,6 +22,7 @@ import (
 // account's rows once or twice, never the journal, and of the 10,000
 // accounts' rows only the 50 it serves and a few more.
 func TestFlowClaimShapesAt1M(t *testing.T) {
+	t.Parallel()
 	e := setup(t, pgKind)
 	now := e.clock.Millis()
 	require.NoError(t, e.db.Exec("ALTER TABLE kubun_connector_operation SET (autovacuum_enabled = false)").Error)

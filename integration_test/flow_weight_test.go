@@ -120,3 +120,43 @@ func TestFlowReleaseRefundsItsWeight(t *testing.T) {
 		require.Empty(t, claim(), "a finished operation's weight stays spent")
 	})
 }
+
+// TestFlowHeavyOpNotStarvedBySibling: under a connector rate of 10 a
+// second with a burst of 5, one account's operation of weight 4 beside a
+// sibling's backlog of 2,000 (weight 1) runs within its wait for room,
+// not never: the connector's rate is held for it (the hold on the
+// connector's row) while the sibling waits.
+func TestFlowHeavyOpNotStarvedBySibling(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		repo := realRepo(t, e)
+		require.NoError(t, repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm"},
+			repository.AccountLimits{Rate: 10, Period: time.Second, Burst: 5}))
+		require.NoError(t, repo.SetAccountLimits(ctx(t), repository.AccountKey{ConnectorName: "crm", AccountKey: "busy"},
+			repository.AccountLimits{MaxInFlight: 100}))
+		seedAccount(t, e, "busy", "b", 2000, time.Now().Add(-time.Minute).UnixMilli())
+		heavy := opInput("caller", "heavy")
+		heavy.Weight = 4
+		_, _, err := repo.RecordOperation(ctx(t), heavy)
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var heavyAt time.Time
+		began := time.Now()
+		handler := func(_ context.Context, op *models.Operation) worker.Result {
+			if op.OperationID == "heavy" {
+				mu.Lock()
+				heavyAt = time.Now()
+				mu.Unlock()
+			}
+			return worker.Commit(nil, nil, nil)
+		}
+		p, err := worker.New(repo, worker.Config{Concurrency: 8, BatchSize: 8, LeaseFor: flowLeaseFor,
+			PollInterval: 20 * time.Millisecond, Handler: handler})
+		require.NoError(t, err)
+		runPools(t, 4*time.Second, p)
+		mu.Lock()
+		defer mu.Unlock()
+		require.False(t, heavyAt.IsZero(), "the weight-4 operation ran beside the sibling's backlog")
+		t.Logf("the weight-4 operation started %v after the pool", heavyAt.Sub(began))
+	})
+}

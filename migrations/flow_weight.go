@@ -10,15 +10,24 @@ import (
 // search 10, a read 1). Every row before it costs 1, the column's default
 // (a catalog change on PostgreSQL, no rewrite; SQLite adds a column with a
 // constant default in place). No index: a flow claim reads the weight of
-// the rows it has already found by its indexes.
+// the rows it has already found by its indexes. A connector's row gets a
+// hold (models.FlowAccount.HoldAccount): its rate kept for the account
+// whose heavier operation waits for room.
 func weightMigration() *gormigrate.Migration {
 	return &gormigrate.Migration{
 		ID: "connstore_0021_operation_weight",
 		Migrate: func(tx *gorm.DB) error {
-			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation ADD COLUMN weight BIGINT NOT NULL DEFAULT 1`})
+			text := "TEXT"
+			if tx.Dialector.Name() == "postgres" {
+				text = `TEXT COLLATE "C"`
+			}
+			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation ADD COLUMN weight BIGINT NOT NULL DEFAULT 1`,
+				`ALTER TABLE ` + flowTable + ` ADD COLUMN hold_account ` + text,
+				`ALTER TABLE ` + flowTable + ` ADD COLUMN hold_until BIGINT`})
 		},
 		Rollback: func(tx *gorm.DB) error {
-			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation DROP COLUMN weight`})
+			return execAll(tx, []string{`ALTER TABLE kubun_connector_operation DROP COLUMN weight`,
+				`ALTER TABLE ` + flowTable + ` DROP COLUMN hold_account`, `ALTER TABLE ` + flowTable + ` DROP COLUMN hold_until`})
 		},
 	}
 }

@@ -122,10 +122,10 @@ const sqliteSeqTrigger = `CREATE TRIGGER IF NOT EXISTS kubun_connector_operation
 // (seq keys two of them, so no update is HOT): an application's write of
 // one of them waits that long. At 5,000 rows a batch held a writer for
 // over 5 s on a loaded server (the whole test suite beside it); at 1,000
-// the longest wait there was 1 s. The fill of 1M rows then takes 44 s
-// instead of 24 s on an idle server: adoption runs once, writers run all
-// the time.
-const FillSeqBatch = 1000
+// the longest wait there was 1 s, and the fill of 1M rows took 44 s
+// instead of 24 s on an idle server. 2,000 is between: adoption runs once,
+// writers run all the time.
+const FillSeqBatch = 2000
 
 // fillLockNamespace is the advisory lock key's first half for FillSeq's
 // batches (the migration lock's namespace is advisoryNamespace).

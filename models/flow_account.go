@@ -30,6 +30,13 @@ type FlowAccount struct {
 	// under flow control and claims a document's operations one at a
 	// time, in record order.
 	Ordered bool `gorm:"column:ordered;type:boolean;not null;default:false"`
+	// HoldAccount and HoldUntil, on a connector's row (migration 0021),
+	// keep the connector's rate for one of its accounts whose next
+	// operation weighs more than the rate has room for yet: until
+	// HoldUntil (epoch ms) no other account spends it, so their backlog
+	// cannot take the room that operation waits for. nil when none.
+	HoldAccount *string `gorm:"column:hold_account"`
+	HoldUntil   *int64  `gorm:"column:hold_until;type:bigint"`
 	// PausedUntil is when a pause ends (epoch ms); nil when not paused.
 	PausedUntil    *int64 `gorm:"column:paused_until;type:bigint"`
 	LiveCap        *int64 `gorm:"column:live_cap;type:bigint"`

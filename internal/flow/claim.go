@@ -287,6 +287,7 @@ func settleAccounts(s Store, p Params, accounts []*Account, conns map[string]*Co
 	if err := nextDue(s, accounts, p.Narrowed); err != nil {
 		return err
 	}
+	SetHolds(conns, p.NowMs)
 	for _, a := range accounts {
 		tat, eligible := After(a, conns[a.Row.ConnectorName], p.NowMs, p.LeaseDue, p.Narrowed)
 		err := s.DB.Table(Table).Where("connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
@@ -296,11 +297,14 @@ func settleAccounts(s Store, p Params, accounts []*Account, conns map[string]*Co
 		}
 	}
 	for name, c := range conns {
-		if c.Got == 0 {
+		if c.Got == 0 && !c.HoldChanged {
 			continue
 		}
-		err := s.DB.Table(Table).Where("connector_name = ? AND account_key = ''", name).
-			Updates(map[string]any{"tat_us": ConnectorTat(c, p.NowMs), "updated_at": p.NowMs}).Error
+		set := map[string]any{"tat_us": ConnectorTat(c, p.NowMs), "updated_at": p.NowMs}
+		if c.HoldChanged {
+			set["hold_account"], set["hold_until"] = c.Row.HoldAccount, c.Row.HoldUntil
+		}
+		err := s.DB.Table(Table).Where("connector_name = ? AND account_key = ''", name).Updates(set).Error
 		if err != nil {
 			return fmt.Errorf("settle connector %s: %w", name, err)
 		}

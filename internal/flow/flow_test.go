@@ -182,6 +182,7 @@ func TestLimitsValidate(t *testing.T) {
 		{"negative period", Limits{Rate: 5, Period: -time.Second}, false, "Period"},
 		{"sub-millisecond period", Limits{Rate: 5, Period: time.Microsecond}, false, "Period"},
 		{"burst over rate", Limits{Rate: 5, Period: time.Second, Burst: 6}, false, "Burst"},
+		{"period over a month", Limits{Rate: 1, Period: MaxPeriod + time.Millisecond}, false, "Period"},
 		{"adaptive without cap", Limits{Adaptive: true}, false, "Adaptive"},
 		{"grow without adaptive", Limits{MaxInFlight: 3, GrowAfter: 4}, false, "GrowAfter"},
 		{"fair on an account", Limits{Fair: true}, false, "Fair"},

@@ -57,6 +57,8 @@ func (l Limits) Validate(connector bool) error {
 		bad("Period %v must be positive", l.Period)
 	case l.Rate > 0 && l.Period%time.Millisecond != 0:
 		bad("Period %v must be whole milliseconds", l.Period)
+	case l.Period > MaxPeriod:
+		bad("Period %v must be at most %v", l.Period, MaxPeriod)
 	case l.Burst < 0:
 		bad("Burst %d must be positive", l.Burst)
 	case l.Burst > l.Rate:
@@ -87,5 +89,10 @@ func (l Limits) BurstOrDefault() int64 {
 
 // MaxWeight is the most an operation may weigh: far above any API's cost
 // of one call, low enough that a weight times the emission interval of any
-// rate stays far from overflowing the limiter's microseconds.
+// rate (at most MaxPeriod for one start) stays far from overflowing the
+// limiter's microseconds: 10^6 × 31 days in µs is 2.7·10^18 < 9.2·10^18.
 const MaxWeight = 1_000_000
+
+// MaxPeriod is the longest rate period: a month, past any provider's
+// quota window.
+const MaxPeriod = 31 * 24 * time.Hour

@@ -44,6 +44,25 @@ type Connector struct {
 	// Got is the operations its accounts leased or are allowed this pass,
 	// Units what they weigh (an allowed one counted as 1 until leased).
 	Got, Units int64
+	// Want is the weight the hold's account waits for, when this claim set
+	// the hold (0 otherwise); HoldChanged is set when the claim set or
+	// cleared the row's hold, for the claim to write.
+	Want        int64
+	HoldChanged bool
+}
+
+// HoldGrace is how long past the moment its connector's rate has room a
+// hold lasts (ms): time for the holding account's claim to come. A hold
+// its account never uses (its operation cancelled, the account paused)
+// lapses then, and the other accounts go on.
+const HoldGrace = 1000
+
+// heldFrom reports whether c's rate is kept for another account than a at
+// nowMs: a is then not served from it this claim, and looks again when the
+// hold ends.
+func heldFrom(c *Connector, a *Account, nowMs int64) bool {
+	r := &c.Row
+	return r.HoldAccount != nil && *r.HoldAccount != a.Row.AccountKey && r.HoldUntil != nil && *r.HoldUntil > nowMs
 }
 
 // limitsOf reads a row's limits.
@@ -99,7 +118,7 @@ func Share(accounts []*Account, conns map[string]*Connector, limit, nowUs int64)
 			if a.Exhausted || a.Want > 0 || room(&a.Row, a.Live, a.Got+a.Allow, a.Units+a.Allow, nowUs) <= 0 {
 				continue
 			}
-			if c := conns[a.Row.ConnectorName]; c != nil && room(&c.Row, c.Live, c.Got, c.Units, nowUs) <= 0 {
+			if c := conns[a.Row.ConnectorName]; c != nil && (heldFrom(c, a, nowUs/1000) || room(&c.Row, c.Live, c.Got, c.Units, nowUs) <= 0) {
 				continue
 			}
 			a.Allow++
@@ -127,7 +146,12 @@ func Share(accounts []*Account, conns map[string]*Connector, limit, nowUs int64)
 // this claim (it then overdraws, and the account waits the overdraft out):
 // never fitting it would wedge the account. A row left for want of room
 // stops the account's pick (an account's rows start oldest first) and is
-// remembered in Want, for After's next look.
+// remembered in Want, for After's next look. A row left for want of its
+// connector's room (not its account's) puts a hold on the connector for
+// the account, unless another account holds it: until the room comes, the
+// other accounts do not spend the connector's rate (Share skips them), or
+// their steady backlog would take every unit it waits for. The hold ends
+// when the account's row fits, or HoldGrace after the room came.
 func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	if c != nil {
 		c.Got -= a.Allow
@@ -135,10 +159,15 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	}
 	returned := int64(len(weights))
 	var got, units int64
+	blockedByConnector := false
 	for _, w := range weights {
-		w = max(w, 1)
-		if !rateFits(&a.Row, a.Units+units, w, nowUs) || (c != nil && !rateFits(&c.Row, c.Units+units, w, nowUs)) {
+		w = min(max(w, 1), MaxWeight)
+		if !rateFits(&a.Row, a.Units+units, w, nowUs) {
 			a.Want = w
+			break
+		}
+		if c != nil && !rateFits(&c.Row, c.Units+units, w, nowUs) {
+			a.Want, blockedByConnector = w, true
 			break
 		}
 		got++
@@ -147,6 +176,15 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	if c != nil {
 		c.Got += got
 		c.Units += units
+		held := c.Row.HoldAccount != nil && c.Row.HoldUntil != nil && *c.Row.HoldUntil > nowUs/1000
+		mine := held && *c.Row.HoldAccount == a.Row.AccountKey
+		switch {
+		case blockedByConnector && (!held || mine):
+			key := a.Row.AccountKey
+			c.Row.HoldAccount, c.Want, c.HoldChanged = &key, a.Want, true
+		case mine && !blockedByConnector && got > 0:
+			c.Row.HoldAccount, c.Row.HoldUntil, c.Want, c.HoldChanged = nil, nil, 0, true
+		}
 	}
 	if returned < a.Allow {
 		a.Exhausted = true
@@ -155,6 +193,29 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	a.Units += units
 	a.Allow = 0
 	return got
+}
+
+// SetHolds dates the holds the claim set (HoldUntil), once its spend is
+// known and before After reads them.
+func SetHolds(conns map[string]*Connector, nowMs int64) {
+	for _, c := range conns {
+		if c.HoldChanged && c.Want > 0 {
+			until := HoldUntil(c, nowMs)
+			c.Row.HoldUntil = &until
+		}
+	}
+}
+
+// HoldUntil is when the hold c's claim set ends (epoch ms): HoldGrace
+// after its rate, once the claim's spend is counted, has room for the
+// weight waited for.
+func HoldUntil(c *Connector, nowMs int64) int64 {
+	_, rate, periodMs, burst := limitsOf(&c.Row)
+	if rate <= 0 {
+		return nowMs
+	}
+	t := Interval(rate, periodMs)
+	return ceilDiv(ReadyFor(ConnectorTat(c, nowMs), t, burst, c.Want), 1000) + HoldGrace
 }
 
 // rateFits reports whether a row's rate has room for w more units after
@@ -210,6 +271,9 @@ func After(a *Account, c *Connector, nowMs, leaseDue int64, narrowed bool) (tat,
 		}
 		if ccap > 0 && c.Live+c.Got >= ccap {
 			eligible = max(eligible, nowMs+ConnectorRecheck)
+		}
+		if heldFrom(c, a, nowMs) && a.Got == 0 {
+			eligible = max(eligible, *c.Row.HoldUntil)
 		}
 	}
 	if a.Exhausted && !narrowed {
