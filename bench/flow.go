@@ -39,7 +39,10 @@ var flowVariants = []struct {
 // limit binds, against River at MaxWorkers 2,000 in the same rounds: with
 // no account under control (every claim then pays one probe of the flow
 // table), one account, and the work spread over 10,000 accounts.
-func flow(ctx context.Context, dsn string, jobs int, rep *report) error {
+func flow(ctx context.Context, dsn string, jobs int, sizes []int, rep *report) error {
+	if err := flowShapesStep(ctx, dsn, sizes, rep); err != nil {
+		return err
+	}
 	best := throughputPairs[len(throughputPairs)-1]
 	lines := []string{"Flow control, no target: the pool at its best against River at MaxWorkers 2,000, when no limit binds:"}
 	for _, v := range flowVariants {

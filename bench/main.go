@@ -61,7 +61,7 @@ func main() {
 		{"scale", func() error { return scale(ctx, *dsn, ns, rep) }},
 		{"workers", func() error { return workers(ctx, *dsn, *jobs, rep) }},
 		{"breakdown", func() error { return breakdown(ctx, *dsn, *jobs, rep) }},
-		{"flow", func() error { return flow(ctx, *dsn, *jobs, rep) }},
+		{"flow", func() error { return flow(ctx, *dsn, *jobs, ns, rep) }},
 	}
 	for _, s := range steps {
 		if *only != "" && s.name != *only {
