@@ -1,8 +1,10 @@
 package dashboard
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -94,19 +96,7 @@ func queuesOf(counts []repository.OperationCount) (rows []queue, more int) {
 		q.OldestDue = max(q.OldestDue, c.OldestDue)
 	}
 	slices.SortFunc(rows, func(a, b queue) int {
-		if a.ConnectorName != b.ConnectorName {
-			if a.ConnectorName < b.ConnectorName {
-				return -1
-			}
-			return 1
-		}
-		if a.State < b.State {
-			return -1
-		}
-		if a.State > b.State {
-			return 1
-		}
-		return 0
+		return cmp.Or(strings.Compare(a.ConnectorName, b.ConnectorName), strings.Compare(a.State, b.State))
 	})
 	if len(rows) > MaxPageSize {
 		return rows[:MaxPageSize], len(rows) - MaxPageSize

@@ -40,13 +40,7 @@ func TestKilledConnectionMidCall(t *testing.T) {
 			}},
 		{"claim operations", func(t *testing.T, e *env) any { recordOp(t, e, "caller", "op"); return nil },
 			`LOCK TABLE kubun_connector_operation IN ACCESS EXCLUSIVE MODE`,
-			func(e *env, _ any) error {
-				ops, err := e.repo.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
-				if err == nil && len(ops) != 1 {
-					return errNoop
-				}
-				return err
-			}, func(t *testing.T, e *env) {
+			claimTheOne, func(t *testing.T, e *env) {
 				require.NotNil(t, snapshot(t, e, "caller", "op").LeaseToken)
 			}},
 		// A flow claim holds its account's row and waits on its connector's
@@ -60,13 +54,7 @@ func TestKilledConnectionMidCall(t *testing.T) {
 			recordOp(t, e, "caller", "op")
 			return nil
 		}, `SELECT 1 FROM kubun_connector_flow_account WHERE connector_name = 'crm' AND account_key = '' FOR UPDATE`,
-			func(e *env, _ any) error {
-				ops, err := e.repo.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
-				if err == nil && len(ops) != 1 {
-					return errNoop
-				}
-				return err
-			}, func(t *testing.T, e *env) {
+			claimTheOne, func(t *testing.T, e *env) {
 				require.NotNil(t, snapshot(t, e, "caller", "op").LeaseToken)
 				var acct models.FlowAccount
 				require.NoError(t, e.db.Where("connector_name = 'crm' AND account_key = 'acct'").Take(&acct).Error)
@@ -132,4 +120,14 @@ func TestKilledConnectionMidCall(t *testing.T) {
 			tc.check(t, e)
 		})
 	}
+}
+
+// claimTheOne is the killed claim of TestKilledConnectionMidCall's claim
+// cases: a claim that must lease the one operation recorded.
+func claimTheOne(e *env, _ any) error {
+	ops, err := e.repo.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 5, LeaseFor: time.Minute})
+	if err == nil && len(ops) != 1 {
+		return errNoop
+	}
+	return err
 }

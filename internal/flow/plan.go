@@ -57,12 +57,21 @@ type Connector struct {
 // lapses then, and the other accounts go on.
 const HoldGrace = 1000
 
+// holder is the account c's rate is kept for at nowMs, if any.
+func holder(c *Connector, nowMs int64) (string, bool) {
+	r := &c.Row
+	if r.HoldAccount == nil || r.HoldUntil == nil || *r.HoldUntil <= nowMs {
+		return "", false
+	}
+	return *r.HoldAccount, true
+}
+
 // heldFrom reports whether c's rate is kept for another account than a at
 // nowMs: a is then not served from it this claim, and looks again when the
 // hold ends.
 func heldFrom(c *Connector, a *Account, nowMs int64) bool {
-	r := &c.Row
-	return r.HoldAccount != nil && *r.HoldAccount != a.Row.AccountKey && r.HoldUntil != nil && *r.HoldUntil > nowMs
+	k, held := holder(c, nowMs)
+	return held && k != a.Row.AccountKey
 }
 
 // limitsOf reads a row's limits.
@@ -176,8 +185,8 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	if c != nil {
 		c.Got += got
 		c.Units += units
-		held := c.Row.HoldAccount != nil && c.Row.HoldUntil != nil && *c.Row.HoldUntil > nowUs/1000
-		mine := held && *c.Row.HoldAccount == a.Row.AccountKey
+		k, held := holder(c, nowUs/1000)
+		mine := held && k == a.Row.AccountKey
 		switch {
 		case blockedByConnector && (!held || mine):
 			key := a.Row.AccountKey
