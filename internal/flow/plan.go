@@ -189,8 +189,11 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 		mine := held && k == a.Row.AccountKey
 		switch {
 		case blockedByConnector && (!held || mine):
-			key := a.Row.AccountKey
-			c.Row.HoldAccount, c.Want, c.HoldChanged = &key, a.Want, true
+			// Dated for now to the claim's end at the earliest, so the
+			// claim's later passes and accounts see it; SetHolds dates it
+			// once the claim's spend is known.
+			key, until := a.Row.AccountKey, nowUs/1000+HoldGrace
+			c.Row.HoldAccount, c.Row.HoldUntil, c.Want, c.HoldChanged = &key, &until, a.Want, true
 		case mine && !blockedByConnector && got > 0:
 			c.Row.HoldAccount, c.Row.HoldUntil, c.Want, c.HoldChanged = nil, nil, 0, true
 		}
