@@ -97,8 +97,8 @@ func (r *Repository) wakeFlow(ctx context.Context, ops []*models.Operation, rele
 		keys = append(keys, k)
 		if released[opKey{op.CallerDID, op.OperationID}] {
 			// Its weight back to its account's rate and its connector's.
-			refund[k] += max(op.Weight, 1)
-			refund[flow.Key{ConnectorName: op.ConnectorName}] += max(op.Weight, 1)
+			refund[k] += flow.Units(op.Weight)
+			refund[flow.Key{ConnectorName: op.ConnectorName}] += flow.Units(op.Weight)
 		}
 		if op.State == models.OperationCommitted {
 			succeeded[k]++

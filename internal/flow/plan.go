@@ -170,7 +170,7 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	var got, units int64
 	blockedByConnector := false
 	for _, w := range weights {
-		w = min(max(w, 1), MaxWeight)
+		w = Units(w)
 		if !rateFits(&a.Row, a.Units+units, w, nowUs) {
 			a.Want = w
 			break
@@ -206,6 +206,11 @@ func Fit(a *Account, c *Connector, weights []int64, nowUs int64) int64 {
 	a.Allow = 0
 	return got
 }
+
+// Units is what an operation of weight w spends of a rate: its weight, 1
+// for none (0, or a negative one an application wrote itself), at most
+// MaxWeight. A claim spends it and a release gives the same back.
+func Units(w int64) int64 { return min(max(w, 1), MaxWeight) }
 
 // SetHolds dates the holds the claim set (HoldUntil), once its spend is
 // known and before After reads them.
