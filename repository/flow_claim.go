@@ -51,7 +51,7 @@ func (r *Repository) convertToFlow(ctx context.Context, p ClaimParams, now time.
 	if err := r.base(ctx).Model(&models.Operation{}).Where(store.KeyInRows(from, vars)).Update("flow", true).Error; err != nil {
 		return 0, fmt.Errorf("move operations under flow control: %w", err)
 	}
-	return len(found), flow.Adopt(r.base(ctx), accounts, now.UnixMilli())
+	return len(found), flow.Adopt(r.base(ctx), r.dialect, accounts, now.UnixMilli())
 }
 
 // flowClaim runs the flow claim in the claim's transaction, leasing what it
@@ -108,7 +108,7 @@ func (r *Repository) wakeFlow(ctx context.Context, ops []*models.Operation, rele
 		return nil
 	}
 	slices.SortFunc(keys, flow.Key.Compare)
-	woke, err := flow.Wake(r.base(ctx), slices.Compact(keys), r.nowMillis(), refund, succeeded)
+	woke, err := flow.Wake(r.base(ctx), r.dialect, slices.Compact(keys), r.nowMillis(), refund, succeeded)
 	if err == nil && woke > 0 && r.dialect.Listens() {
 		// Pools of other instances gated on these accounts claim now
 		// rather than at their next poll (the recorded-operation channel:

@@ -62,6 +62,11 @@ type Dialect interface {
 	// key columns on SQLite. sel renders the picking query selecting the
 	// named columns of its rows (alias o).
 	PickRows(partitioned bool, keyColumns string, sel func(columns string) *gorm.DB) (string, []any)
+	// Lateral reports whether a subquery in FROM may read the columns of an
+	// earlier FROM item, its LIMIT included (LATERAL): a per-row limit is
+	// then one statement. SQLite has no LATERAL, and its LIMIT cannot read
+	// an outer row even in a correlated subquery.
+	Lateral() bool
 	// Listens reports whether the database announces recorded operations
 	// (LISTEN/NOTIFY).
 	Listens() bool
@@ -191,6 +196,8 @@ func (postgres) PickRows(partitioned bool, _ string, sel func(string) *gorm.DB) 
 	return "ctid = ANY(ARRAY(?))", []any{sel("o.ctid")}
 }
 
+func (postgres) Lateral() bool { return true }
+
 func (postgres) Listens() bool { return true }
 
 func (postgres) UnsafePool(*gorm.DB) (string, error) { return "", nil }
@@ -221,6 +228,8 @@ func (sqlite) PickRows(_ bool, keyColumns string, sel func(string) *gorm.DB) (st
 	pick := "o." + strings.ReplaceAll(keyColumns, ", ", ", o.")
 	return "(" + keyColumns + ") IN (?)", []any{sel(pick)}
 }
+
+func (sqlite) Lateral() bool { return false }
 
 func (sqlite) Listens() bool { return false }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/connstore/connstore/internal/dialect"
+	"github.com/connstore/connstore/internal/jsonrows"
 	"github.com/connstore/connstore/internal/store"
 	"github.com/connstore/connstore/models"
 	"gorm.io/gorm"
@@ -16,9 +17,6 @@ import (
 
 // Table is the flow control table.
 const Table = "kubun_connector_flow_account"
-
-// accountChunk is how many accounts one pick or probe statement serves.
-const accountChunk = 50
 
 // Key names an account.
 type Key struct{ ConnectorName, AccountKey string }
@@ -150,35 +148,39 @@ func lockConnectors(s Store, rows []models.FlowAccount) (map[string]*Connector, 
 // index's range).
 const liveLeases = store.FlowAttempted + " AND lease_token IS NOT NULL AND lease_expires_at >= ?"
 
-// countLive counts the live leases of the accounts with a cap, and of the
-// connectors with one: each a range of the flow lease index, as long as
-// the cap.
+// countLive counts the live leases of the accounts with a cap (one
+// statement: each account a range of the flow lease index, as long as its
+// live leases), and of the connectors with one.
 func countLive(s Store, accounts []*Account, conns map[string]*Connector) error {
-	type count struct {
-		ConnectorName, AccountKey string
-		N, D                      int64
-	}
-	var probes []*gorm.DB
 	var capped []*Account
 	for _, a := range accounts {
-		if a.Row.MaxInFlight == nil {
-			continue
+		if a.Row.MaxInFlight != nil {
+			capped = append(capped, a)
 		}
-		capped = append(capped, a)
-		probes = append(probes, s.DB.Table("kubun_connector_operation").
-			Select("connector_name, account_key, COUNT(*) AS n, COALESCE(MIN(COALESCE(next_attempt_at, created_at)), 0) AS d").
-			Where("connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
-			Where(liveLeases, s.LeaseNow).Group("connector_name, account_key"))
 	}
-	got, err := unionAll[count](s.DB, probes)
-	if err != nil {
-		return fmt.Errorf("count live leases: %w", err)
-	}
-	for _, c := range got {
+	if len(capped) > 0 {
+		type count struct {
+			ConnectorName, AccountKey string
+			N, D                      int64
+		}
+		// Each account's live leases: a range of the flow lease index, read
+		// once for both the count and the earliest due time.
+		got, err := eachAccount[count](s, capped, nil, false, func(c, a any) *gorm.DB {
+			q := s.Dialect.ReadIndex(s.DB.Table("kubun_connector_operation"), "kubun_connector_operation", "kubun_connector_operation_flow_lease_idx")
+			return q.Select("? AS connector_name, ? AS account_key, COUNT(*) AS n, COALESCE(MIN(COALESCE(next_attempt_at, created_at)), 0) AS d", c, a).
+				Where("kubun_connector_operation.connector_name = ? AND kubun_connector_operation.account_key = ?", c, a).
+				Where(liveLeases, s.LeaseNow)
+		})
+		if err != nil {
+			return fmt.Errorf("count live leases: %w", err)
+		}
+		live := map[Key]count{}
+		for _, c := range got {
+			live[Key{c.ConnectorName, c.AccountKey}] = c
+		}
 		for _, a := range capped {
-			if a.Row.ConnectorName == c.ConnectorName && a.Row.AccountKey == c.AccountKey {
-				a.Live, a.LiveMinDue = c.N, c.D
-			}
+			c := live[Key{a.Row.ConnectorName, a.Row.AccountKey}]
+			a.Live, a.LiveMinDue = c.N, c.D
 		}
 	}
 	for name, c := range conns {
@@ -226,34 +228,47 @@ type picked struct {
 // those. The rows read and not kept stay locked to the claim's end (a
 // moment) and unchanged.
 func pick(s Store, p Params, accounts []*Account, conns map[string]*Connector) ([]models.Operation, error) {
-	var probes []*gorm.DB
-	var served []*Account
+	// Accounts of ordered connectors pick only their documents' first
+	// rows: a condition of its own, so a statement of its own.
+	var served, plain, ordered []*Account
 	for _, a := range accounts {
 		if a.Allow == 0 {
 			continue
 		}
 		served = append(served, a)
-		q := s.Ops().Table("kubun_connector_operation").Select("caller_did, operation_id, connector_name, account_key, COALESCE(next_attempt_at, created_at) AS due, seq, weight").
-			Where(store.FlowAttempted+" AND connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
-			Where("COALESCE(next_attempt_at, created_at) <= ?", p.NowMs).
-			Where(clause.Or(clause.Eq{Column: clause.Column{Name: "lease_token"}, Value: nil},
-				clause.Lt{Column: clause.Column{Name: "lease_expires_at"}, Value: s.LeaseNow}))
-		if p.OwnerDID != "" {
-			q = q.Where("owner_did = ?", p.OwnerDID)
-		}
 		if c := conns[a.Row.ConnectorName]; c != nil && c.Row.Ordered {
-			q = q.Where(firstOfDocument)
+			ordered = append(ordered, a)
+		} else {
+			plain = append(plain, a)
 		}
-		q = s.Dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_flow_idx")
-		q = s.Dialect.FixedLimit(q.Order("COALESCE(next_attempt_at, created_at)"), int(a.Allow))
-		probes = append(probes, s.Dialect.LockRows(q, false, true))
 	}
-	rows, err := unionAll[picked](s.DB, probes)
-	if err != nil {
-		return nil, fmt.Errorf("pick due operations: %w", err)
+	var rows []picked
+	for g, group := range [][]*Account{plain, ordered} {
+		if len(group) == 0 {
+			continue
+		}
+		got, err := eachAccount[picked](s, group, func(i int) int { return int(group[i].Allow) }, true, func(c, a any) *gorm.DB {
+			q := s.Ops().Table("kubun_connector_operation").Select("caller_did, operation_id, connector_name, account_key, COALESCE(next_attempt_at, created_at) AS due, seq, weight").
+				Where(store.FlowAttempted+" AND kubun_connector_operation.connector_name = ? AND kubun_connector_operation.account_key = ?", c, a).
+				Where("COALESCE(next_attempt_at, created_at) <= ?", p.NowMs).
+				Where(clause.Or(clause.Eq{Column: clause.Column{Name: "lease_token"}, Value: nil},
+					clause.Lt{Column: clause.Column{Name: "lease_expires_at"}, Value: s.LeaseNow}))
+			if p.OwnerDID != "" {
+				q = q.Where("owner_did = ?", p.OwnerDID)
+			}
+			if g == 1 {
+				q = q.Where(firstOfDocument)
+			}
+			q = s.Dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_flow_idx")
+			return q.Order("COALESCE(next_attempt_at, created_at)")
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pick due operations: %w", err)
+		}
+		rows = append(rows, got...)
 	}
-	// A UNION ALL keeps no order: each account's rows are put back in its
-	// pick's (due time, then record order).
+	// Neither a join nor a UNION ALL keeps an order: each account's rows are
+	// put back in its pick's (due time, then record order).
 	slices.SortFunc(rows, func(x, y picked) int {
 		return cmp.Or(strings.Compare(x.ConnectorName, y.ConnectorName), strings.Compare(x.AccountKey, y.AccountKey),
 			cmp.Compare(x.Due, y.Due), cmp.Compare(x.Seq, y.Seq))
@@ -288,13 +303,19 @@ func settleAccounts(s Store, p Params, accounts []*Account, conns map[string]*Co
 		return err
 	}
 	SetHolds(conns, p.NowMs)
-	for _, a := range accounts {
-		tat, eligible := After(a, conns[a.Row.ConnectorName], p.NowMs, p.LeaseDue, p.Narrowed)
-		err := s.DB.Table(Table).Where("connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey).
-			Updates(map[string]any{"tat_us": tat, "eligible_at": eligible, "updated_at": p.NowMs}).Error
-		if err != nil {
-			return fmt.Errorf("settle account %s/%s: %w", a.Row.ConnectorName, a.Row.AccountKey, err)
-		}
+	// One statement for every account: the claim holds their rows (it
+	// read them FOR UPDATE), so it waits for no one and locks nothing new.
+	after := make([][2]int64, len(accounts))
+	for i, a := range accounts {
+		after[i][0], after[i][1] = After(a, conns[a.Row.ConnectorName], p.NowMs, p.LeaseDue, p.Narrowed)
+	}
+	from, vars, err := accountRows(s, keysOf(accounts), []jsonrows.Col{{Name: "t", Type: "bigint"}, {Name: "e", Type: "bigint"}},
+		func(i int) []any { return []any{after[i][0], after[i][1]} })
+	if err != nil {
+		return err
+	}
+	if _, err := updateFrom(s.DB, "", nil, from, vars, "tat_us = v.t, eligible_at = v.e, updated_at = ?", []any{p.NowMs}, ""); err != nil {
+		return fmt.Errorf("settle accounts: %w", err)
 	}
 	for name, c := range conns {
 		if c.Got == 0 && !c.HoldChanged {
@@ -319,54 +340,41 @@ func nextDue(s Store, accounts []*Account, narrowed bool) error {
 	if narrowed {
 		return nil
 	}
-	type due struct {
-		ConnectorName, AccountKey string
-		D                         int64
-	}
-	var probes []*gorm.DB
+	var probed []*Account
 	for _, a := range accounts {
 		if !a.Exhausted && a.Got > 0 {
 			continue
 		}
 		a.Exhausted = a.Exhausted || a.Got == 0
-		q := s.DB.Table("kubun_connector_operation").
-			Select("connector_name, account_key, COALESCE(next_attempt_at, created_at) AS d").
-			Where(store.FlowAttempted+" AND connector_name = ? AND account_key = ?", a.Row.ConnectorName, a.Row.AccountKey)
-		q = s.Dialect.ReadIndex(q, "kubun_connector_operation", "kubun_connector_operation_flow_idx")
-		probes = append(probes, s.Dialect.FixedLimit(q.Order("COALESCE(next_attempt_at, created_at)"), 1))
+		probed = append(probed, a)
 	}
-	got, err := unionAll[due](s.DB, probes)
+	if len(probed) == 0 {
+		return nil
+	}
+	from, vars, err := accountRows(s, keysOf(probed), nil, nil)
+	if err != nil {
+		return err
+	}
+	// Per account of v, the first entry of its range of the flow index.
+	first := s.Dialect.ReadIndex(s.DB.Table("kubun_connector_operation"), "kubun_connector_operation", "kubun_connector_operation_flow_idx").
+		Select("COALESCE(next_attempt_at, created_at)").
+		Where(store.FlowAttempted + " AND kubun_connector_operation.connector_name = v.c AND kubun_connector_operation.account_key = v.a")
+	first = s.Dialect.FixedLimit(first.Order("COALESCE(next_attempt_at, created_at)"), 1)
+	var got []struct {
+		ConnectorName, AccountKey string
+		D                         int64
+	}
+	err = s.DB.Raw("SELECT v.c AS connector_name, v.a AS account_key, COALESCE((?), 0) AS d FROM "+from, append([]any{first}, vars...)...).
+		Scan(&got).Error
 	if err != nil {
 		return fmt.Errorf("next due of accounts: %w", err)
 	}
-	for _, a := range accounts {
-		for _, d := range got {
-			if a.Row.ConnectorName == d.ConnectorName && a.Row.AccountKey == d.AccountKey {
-				a.NextDue = d.D
-			}
-		}
+	due := map[Key]int64{}
+	for _, d := range got {
+		due[Key{d.ConnectorName, d.AccountKey}] = d.D
+	}
+	for _, a := range probed {
+		a.NextDue = due[Key{a.Row.ConnectorName, a.Row.AccountKey}]
 	}
 	return nil
-}
-
-// unionAll runs the queries as UNION ALL statements of accountChunk
-// queries each (each its own subquery, so each keeps its ORDER BY and
-// LIMIT on both databases) and returns every row.
-func unionAll[T any](db *gorm.DB, qs []*gorm.DB) ([]T, error) {
-	var out []T
-	for start := 0; start < len(qs); start += accountChunk {
-		part := qs[start:min(start+accountChunk, len(qs))]
-		parts := make([]string, len(part))
-		vars := make([]any, len(part))
-		for i, q := range part {
-			parts[i] = fmt.Sprintf("SELECT * FROM (?) AS p%d", i)
-			vars[i] = q
-		}
-		var rows []T
-		if err := db.Raw(strings.Join(parts, " UNION ALL "), vars...).Scan(&rows).Error; err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
 }
