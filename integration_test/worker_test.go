@@ -110,9 +110,11 @@ func TestWorkerHeartbeatKeepsSlowLease(t *testing.T) {
 		seedDue(t, e, 1)
 		other := realRepo(t, e)
 		var stolen atomic.Int64
-		pool, err := worker.New(realRepo(t, e), worker.Config{LeaseFor: 300 * time.Millisecond, HeartbeatEvery: 50 * time.Millisecond,
+		// A lease of 1 s beaten every 100 ms: with 300 ms and 50 ms, one
+		// stall of the loaded suite's two cores past 250 ms let it lapse.
+		pool, err := worker.New(realRepo(t, e), worker.Config{LeaseFor: time.Second, HeartbeatEvery: 100 * time.Millisecond,
 			Handler: func(context.Context, *models.Operation) worker.Result {
-				for range 10 { // 1 s, over three lease lengths
+				for range 30 { // 3 s, three lease lengths
 					time.Sleep(100 * time.Millisecond)
 					ops, err := other.ClaimOperations(context.Background(), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})
 					if err == nil {
