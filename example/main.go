@@ -14,8 +14,10 @@ import (
 	"io"
 	"log"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/connstore/connstore/hooks"
@@ -32,10 +34,25 @@ func main() {
 	dsn := flag.String("dsn", os.Getenv("CONNSTORE_DSN"),
 		"PostgreSQL DSN, a postgres:// URL or key=value pairs; empty uses the SQLite file -sqlite")
 	file := flag.String("sqlite", defaultFile(), "SQLite file used when no DSN is given")
+	dash := flag.String("dashboard", "127.0.0.1:0",
+		"loopback address of the example's dashboard (port 0 picks a free one; empty for none)")
+	keep := flag.Bool("serve", false, "keep serving the dashboard after the story, until interrupted")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *dsn, *file); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Stdout, config{dsn: *dsn, file: *file, dashboard: *dash, serve: *keep}); err != nil {
+		stop()
 		log.Fatal(err)
 	}
+}
+
+// config is one run of the example.
+type config struct {
+	dsn, file string
+	// dashboard is the address the example's dashboard listens on while
+	// it runs ("" for none); serve keeps it serving after the story.
+	dashboard string
+	serve     bool
 }
 
 // defaultFile is where the example keeps its SQLite database: the user's
@@ -69,8 +86,8 @@ func open(dsn, file string) (*gorm.DB, string, error) {
 	return db, "SQLite file " + file + " (WAL, immediate write transactions)", err
 }
 
-func run(ctx context.Context, out io.Writer, dsn, file string) error {
-	db, where, err := open(dsn, file)
+func run(ctx context.Context, out io.Writer, cfg config) error {
+	db, where, err := open(cfg.dsn, cfg.file)
 	if err != nil {
 		return fmt.Errorf("open database: %w", err)
 	}
@@ -88,6 +105,13 @@ func run(ctx context.Context, out io.Writer, dsn, file string) error {
 		return err
 	}
 	fmt.Fprintf(out, "connstore example on %s\n", where)
+	if cfg.dashboard != "" {
+		stopDashboard, err := serveDashboard(ctx, out, repo, cfg.dashboard)
+		if err != nil {
+			return err
+		}
+		defer stopDashboard()
+	}
 	runID := strconv.FormatInt(time.Now().UnixNano(), 36) // keeps this run's rows apart from earlier runs'
 	steps := []func(context.Context, io.Writer, *repository.Repository, string) error{
 		syncProgress, operations, sweeps,
@@ -96,6 +120,10 @@ func run(ctx context.Context, out io.Writer, dsn, file string) error {
 		if err := step(ctx, out, repo, runID); err != nil {
 			return err
 		}
+	}
+	if cfg.serve && cfg.dashboard != "" {
+		fmt.Fprintln(out, "The story is told; the dashboard keeps serving until interrupted.")
+		<-ctx.Done()
 	}
 	return nil
 }

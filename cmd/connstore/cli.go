@@ -42,6 +42,10 @@ type flagValues struct {
 	maxInFlight, rate, burst, growAfter int64
 	period                              time.Duration
 	adaptive, fair, ordered, pausedOnly bool
+	// serve
+	addr            string
+	public, actions bool
+	refresh         time.Duration
 }
 
 func newCLI(stdout io.Writer, getenv func(string) string) *cli {

@@ -34,25 +34,37 @@ var commands = map[string]command{
 	"accounts set":    {run: accountsSet, flags: accountsSetFlags, args: []string{"CONNECTOR/ACCOUNT"}},
 	"accounts pause":  {run: accountsPause, flags: accountsPauseFlags, args: []string{"CONNECTOR/ACCOUNT"}},
 	"accounts resume": {run: accountsResume, args: []string{"CONNECTOR/ACCOUNT"}},
+	// A command of one word has no verb.
+	"serve": {run: serve, flags: serveFlags},
 }
 
 // dispatch finds the command named by args, parses its flags and runs it.
 func dispatch(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	c := newCLI(stdout, getenv)
-	// Global flags may come before the command as well as after it.
-	words, rest, err := c.parse(args, 2)
+	// Global flags may come before the command as well as after it. The
+	// group is read first: a one-word command (serve) takes its own flags
+	// right after it, which the global flag set does not know.
+	words, rest, err := c.parse(args, 1)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(words) == 0:
+	if len(words) == 0 {
 		return fmt.Errorf("%w: a command is required", errUsage)
-	case len(words) == 1 && len(verbsOf(words[0])) == 0:
-		return fmt.Errorf("%w: unknown command %q", errUsage, words[0])
-	case len(words) == 1:
-		return fmt.Errorf("%w: %s needs one of: %s", errUsage, words[0], strings.Join(verbsOf(words[0]), ", "))
 	}
-	name := words[0] + " " + words[1]
+	name := words[0]
+	if commands[name].run == nil {
+		verb, more, err := c.parse(rest, 1)
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(verbsOf(name)) == 0:
+			return fmt.Errorf("%w: unknown command %q", errUsage, name)
+		case len(verb) == 0:
+			return fmt.Errorf("%w: %s needs one of: %s", errUsage, name, strings.Join(verbsOf(name), ", "))
+		}
+		name, rest = name+" "+verb[0], more
+	}
 	cmd, ok := commands[name]
 	if !ok {
 		return fmt.Errorf("%w: unknown command %q", errUsage, name)

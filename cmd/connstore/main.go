@@ -61,6 +61,11 @@ commands:
   sync set-status                 change a sync state's status by compare-and-swap
   retention run                   collect finished operations the keep rules allow
   auth purge                      delete expired pending authorizations
+  accounts list                   accounts under flow control: limits, in flight, paused until
+  accounts set CONNECTOR/ACCOUNT  set an account's limits (CONNECTOR/* for the connector's own)
+  accounts pause CONNECTOR/ACCOUNT -for D   pause an account (a provider's Retry-After)
+  accounts resume CONNECTOR/ACCOUNT         end an account's pause now
+  serve [-addr 127.0.0.1:8080]    run the web dashboard (read-only unless -actions)
 
 Every command takes -dsn (default $CONNSTORE_DSN) and -json; "connstore
 COMMAND -h" lists a command's own flags.
