@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/connstore/connstore/repository"
@@ -17,9 +18,7 @@ const maxPause = 7 * 24 * time.Hour
 // reload does not repeat it); ?format=json answers the result instead.
 func (d *dashboard) act(w http.ResponseWriter, r *http.Request) {
 	action := Action(r.PathValue("action"))
-	switch action {
-	case ActionRequeue, ActionCancel, ActionPauseAccount, ActionResumeAccount:
-	default:
+	if !slices.Contains(actions, action) {
 		d.fail(w, r, badf("unknown action %q", string(action)))
 		return
 	}
@@ -36,7 +35,7 @@ func (d *dashboard) act(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, badf("form: %v", err))
 		return
 	}
-	f, err := texts(r.PostForm, "caller", "op", "connector", "account", "for")
+	f, err := texts(r.PostForm, "caller", "op", "connector", "account", "for", "owner", "status", "if_status", "error")
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -48,6 +47,21 @@ func (d *dashboard) act(w http.ResponseWriter, r *http.Request) {
 		_, err = d.repo.RequeueOperation(ctx, repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: f["caller"], OperationID: f["op"]}})
 	case ActionCancel:
 		_, err = d.repo.CancelOperation(ctx, repository.CancelParams{OperationKey: repository.OperationKey{CallerDID: f["caller"], OperationID: f["op"]}})
+	case ActionSetSyncStatus:
+		back = "/sync?" + url.Values{"connector": {f["connector"]}}.Encode()
+		if !slices.Contains(syncStatuses, f["status"]) {
+			d.fail(w, r, badf("parameter status: one of idle, syncing, error"))
+			return
+		}
+		p := repository.SetSyncStatusParams{Key: repository.ConnectorKey{ConnectorName: f["connector"], OwnerDID: f["owner"]},
+			Status: f["status"]}
+		if msg := f["error"]; msg != "" {
+			p.Error = &msg
+		}
+		if f["if_status"] != "" {
+			p.IfStatus = []string{f["if_status"]}
+		}
+		_, err = d.repo.SetSyncStatus(ctx, p)
 	case ActionPauseAccount, ActionResumeAccount:
 		k := repository.AccountKey{ConnectorName: f["connector"], AccountKey: f["account"]}
 		back = "/accounts?" + url.Values{"connector": {f["connector"]}}.Encode()

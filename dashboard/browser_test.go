@@ -43,6 +43,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		{"/ops/operations?state=attempted", "caller/op-1"},
 		{"/ops/operation?caller=caller&op=op-1", "the next claim takes it"},
 		{"/ops/accounts", "Pause"},
+		{"/ops/sync", "Sync states"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/connstore/connstore/internal/overview"
 	"github.com/connstore/connstore/models"
 )
 
@@ -25,6 +26,7 @@ func funcs(o Options) template.FuncMap {
 			return o.BasePath + path + "?" + q.Encode()
 		},
 		"ms":       msTime,
+		"count":    countText,
 		"optms":    func(v *int64) string { return optMs(v) },
 		"opt":      func(v *string) string { return deref(v) },
 		"ago":      func(d time.Duration) string { return words(d) },
@@ -96,4 +98,12 @@ func dueAt(next *int64, created int64) int64 {
 		return *next
 	}
 	return created
+}
+
+// countText is a bounded count: "10000 or more" when it stopped at its cap.
+func countText(c overview.Count) string {
+	if c.AtLeast {
+		return fmt.Sprintf("%d or more", c.N)
+	}
+	return fmt.Sprint(c.N)
 }

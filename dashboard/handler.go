@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/connstore/connstore/repository"
@@ -48,6 +49,7 @@ func New(repo *repository.Repository, o Options) (http.Handler, error) {
 	mux.HandleFunc("GET /operations", d.operations)
 	mux.HandleFunc("GET /operation", d.operation)
 	mux.HandleFunc("GET /accounts", d.accounts)
+	mux.HandleFunc("GET /sync", d.syncStates)
 	mux.HandleFunc("POST /actions/{action}", d.act)
 	mux.Handle("GET /assets/style.css", http.FileServerFS(assets))
 	cop := http.NewCrossOriginProtection()
@@ -96,8 +98,7 @@ func (d *dashboard) render(w http.ResponseWriter, r *http.Request, name, title s
 		return
 	}
 	p := page{Title: title, Base: d.opts.BasePath, Data: data}
-	switch done := Action(r.URL.Query().Get("done")); done {
-	case ActionRequeue, ActionCancel, ActionPauseAccount, ActionResumeAccount:
+	if done := Action(r.URL.Query().Get("done")); slices.Contains(actions, done) {
 		p.Notice = string(done)
 	}
 	// The page reloads, and stops reloading, without the action's notice.

@@ -16,7 +16,14 @@ const (
 	ActionCancel        Action = "cancel"
 	ActionPauseAccount  Action = "pause_account"
 	ActionResumeAccount Action = "resume_account"
+	// ActionSetSyncStatus changes a sync state's status (and error) by
+	// the admin API's compare-and-swap, only from the status the page
+	// showed: a workflow that moved it since gets 409, not an overwrite.
+	ActionSetSyncStatus Action = "set_sync_status"
 )
+
+// actions are every Action, in the order the docs list them.
+var actions = []Action{ActionRequeue, ActionCancel, ActionPauseAccount, ActionResumeAccount, ActionSetSyncStatus}
 
 // ErrReadOnly is what an action answers when Options.Authorize is nil.
 var ErrReadOnly = errors.New("dashboard: read-only (no Options.Authorize)")

@@ -17,6 +17,9 @@ type overviewData struct {
 	Queues []queue                    `json:"queues"`
 	More   int                        `json:"more_queues,omitempty"`
 	Paused []repository.AccountStatus `json:"paused_accounts"`
+	// Tables is the rest: sync states by status, watches due, retention's
+	// rows to judge, sweeps' checkpoints.
+	Tables *repository.Overview `json:"tables"`
 }
 
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
@@ -30,8 +33,13 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	tables, err := d.repo.ReadOverview(r.Context())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	rows, more := queuesOf(queues)
-	d.render(w, r, "overview", "Overview", overviewData{Now: d.repo.Now(), Queues: rows, More: more, Paused: paused})
+	d.render(w, r, "overview", "Overview", overviewData{Now: d.repo.Now(), Queues: rows, More: more, Paused: paused, Tables: tables})
 }
 
 // operationsData is a page of the operations listing and the filters it
