@@ -49,13 +49,21 @@ type operationsData struct {
 	State      string            `json:"state"`
 	Connector  string            `json:"connector,omitempty"`
 	Owner      string            `json:"owner,omitempty"`
+	Account    string            `json:"account,omitempty"`
+	Caller     string            `json:"caller,omitempty"`
+	Document   string            `json:"document,omitempty"`
 	Limit      int               `json:"limit"`
 	Operations []opView          `json:"operations"`
 	Next       map[string]string `json:"next,omitempty"`
 }
 
-// operations lists operations by state (or overdue), narrowed by connector
-// and owner, paged by the repository's keyset cursor (never OFFSET).
+// operations lists operations by state (or overdue), narrowed by
+// connector, owner, account, caller and document, paged by the
+// repository's keyset cursor (never OFFSET). A narrowed page filters the
+// state's rows as it reads them in order, so it costs at most the rows in
+// that state: the queue's states (attempted, dead, reconcile-only) are
+// the queue's size, but the committed rows are the journal, so committed
+// operations are narrowed by connector and owner only (400 otherwise).
 func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st, err := state(q)
@@ -68,9 +76,14 @@ func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	f, err := texts(q, "connector", "owner", "after_caller", "after_op")
+	f, err := texts(q, "connector", "owner", "account", "caller", "document", "after_caller", "after_op")
 	if err != nil {
 		d.fail(w, r, err)
+		return
+	}
+	if st == models.OperationCommitted && (f["account"] != "" || f["caller"] != "" || f["document"] != "") {
+		d.fail(w, r, badf("committed operations are narrowed by connector and owner only: a filter by account, caller "+
+			"or document would read the whole journal"))
 		return
 	}
 	seq, err := integer(q, "after_seq")
@@ -83,7 +96,8 @@ func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	p := repository.ListByStateParams{State: st, ConnectorName: f["connector"], OwnerDID: f["owner"], Limit: n}
+	p := repository.ListByStateParams{State: st, ConnectorName: f["connector"], OwnerDID: f["owner"],
+		AccountKey: f["account"], CallerDID: f["caller"], DocumentID: f["document"], Limit: n}
 	if st == "overdue" {
 		p.State, p.Overdue = models.OperationAttempted, true
 	}
@@ -96,10 +110,12 @@ func (d *dashboard) operations(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	data := operationsData{Now: d.repo.Now(), State: st, Connector: f["connector"], Owner: f["owner"], Limit: n, Operations: viewsOf(ops)}
+	data := operationsData{Now: d.repo.Now(), State: st, Connector: f["connector"], Owner: f["owner"], Account: f["account"],
+		Caller: f["caller"], Document: f["document"], Limit: n, Operations: viewsOf(ops)}
 	if len(ops) == n {
 		c := repository.CursorAfter(&ops[len(ops)-1])
 		data.Next = map[string]string{"state": st, "connector": f["connector"], "owner": f["owner"],
+			"account": f["account"], "caller": f["caller"], "document": f["document"],
 			"after_caller": c.CallerDID, "after_op": c.OperationID, "after_seq": itoa(c.Seq), "after_due": itoa(c.DueAt), "limit": itoa(int64(n))}
 	}
 	d.render(w, r, "operations", "Operations", data)

@@ -168,11 +168,32 @@ type ListByStateParams struct {
 	OverdueAfter time.Duration
 	// ConnectorName and OwnerDID narrow the listing; empty lists all.
 	ConnectorName, OwnerDID string
+	// AccountKey, CallerDID and DocumentID narrow it further (empty: any).
+	// Like the owner and the connector they filter the state's rows as a
+	// page reads them in order: no index per filter (each would cost every
+	// write of the journal an entry), so a narrowed page of a queue state
+	// costs at most the rows in that state.
+	AccountKey, CallerDID, DocumentID string
 	// After resumes after this row (CursorAfter of the previous page's
 	// last row); nil starts at the first.
 	After *ListCursor
 	// Limit is the page size; it must be positive.
 	Limit int
+}
+
+// narrow applies the listing's filters to q.
+func (p *ListByStateParams) narrow(q *gorm.DB) *gorm.DB {
+	q = narrow(q, p.ConnectorName, p.OwnerDID)
+	if p.AccountKey != "" {
+		q = q.Scopes(scopes.Eq("account_key", p.AccountKey))
+	}
+	if p.CallerDID != "" {
+		q = q.Scopes(scopes.Caller(p.CallerDID))
+	}
+	if p.DocumentID != "" {
+		q = q.Scopes(scopes.Eq("document_id", p.DocumentID))
+	}
+	return q
 }
 
 // ListCursor is where a ListOperationsByState page resumes: the last row's
@@ -216,7 +237,8 @@ func (r *Repository) ListOperationsByState(ctx context.Context, p ListByStatePar
 		p.State = models.OperationAttempted
 	}
 	errs := []error{requireStates([]string{p.State}), requireLimit(p.Limit),
-		optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID)}
+		optionalKeys("connector", p.ConnectorName, "owner", p.OwnerDID, "account", p.AccountKey, "caller", p.CallerDID,
+			"document", p.DocumentID)}
 	if p.Overdue && p.State != models.OperationAttempted {
 		errs = append(errs, invalid("only attempted operations can be overdue, not %s", p.State))
 	}
@@ -265,7 +287,7 @@ func (r *Repository) listPage(ctx context.Context, p ListByStateParams) ([]model
 	}
 	q := r.conn(ctx).Scopes(scopes.State(p.State), scopes.After([]string{"seq"}, after))
 	var rows []models.Operation
-	if err := findOps(narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit), &rows); err != nil {
+	if err := findOps(p.narrow(q).Limit(p.Limit), &rows); err != nil {
 		return nil, fmt.Errorf("list %s operations: %w", p.State, err)
 	}
 	return rows, nil
@@ -283,7 +305,7 @@ func (r *Repository) overduePage(ctx context.Context, p ListByStateParams) ([]mo
 		if p.After != nil {
 			q = q.Where(store.DueAfter(p.After.DueAt, p.After.CallerDID, p.After.OperationID))
 		}
-		if err := findOps(narrow(q, p.ConnectorName, p.OwnerDID).Limit(p.Limit), &parts[i]); err != nil {
+		if err := findOps(p.narrow(q).Limit(p.Limit), &parts[i]); err != nil {
 			return nil, fmt.Errorf("list overdue operations: %w", err)
 		}
 	}
