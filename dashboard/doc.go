@@ -11,9 +11,10 @@
 //	mux.Handle("/connstore/", http.StripPrefix("/connstore", h))
 //
 // Reads only call the repository's admin API (CountOperations,
-// ListOperationsByState, GetOperation, ListAccounts), each bounded by an
-// index: nothing the dashboard reads holds a lock a
-// claim or a commit waits on. Actions (requeue, cancel, pause and resume an
-// account) are POST forms through the same calls as the CLI, allowed only
-// when Options.Authorize says so: without it the dashboard is read-only.
+// ListOperationsByState, GetOperation, ListAccounts, ListSyncStates,
+// ReadOverview), each bounded by an index or a row cap: nothing the
+// dashboard reads holds a lock a claim or a commit waits on. Actions
+// (requeue, cancel, pause and resume an account, set a sync status) are
+// POST forms through the same calls as the CLI, allowed only when
+// Options.Authorize says so: without it the dashboard is read-only.
 package dashboard

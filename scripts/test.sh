@@ -217,14 +217,16 @@ if ! command -v chromium >/dev/null 2>&1; then
 	apt_install chromium
 fi
 export CONNSTORE_TEST_CHROMIUM="${CONNSTORE_TEST_CHROMIUM:-$(command -v chromium)}"
+# The browser tests' screenshots (artifacts/dashboard/*.png).
+export CONNSTORE_TEST_ARTIFACTS="${CONNSTORE_TEST_ARTIFACTS:-$PWD/artifacts}"
 if [ $# -gt 0 ]; then
 	# Explicit go test arguments (benchmarks, one package, -run ...).
 	go test "$@"
 	exit
 fi
-# Nested modules keep heavy dependencies (OpenTelemetry) out of the core's
-# graph; each is vetted and tested on its own.
-nested="otelconnstore"
+# Nested modules keep heavy dependencies (OpenTelemetry, chromedp) out of
+# the core's graph; each is vetted and tested on its own.
+nested="otelconnstore dashboard/browsertest"
 log "go vet"
 go vet ./...
 for m in $nested bench; do (cd "$m" && go vet ./...); done
