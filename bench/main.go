@@ -25,7 +25,7 @@ func main() {
 	out := flag.String("out", "..", "directory for bench-results.md, bench-scale.svg and bench-workers.svg")
 	sizes := flag.String("sizes", "10000,100000,1000000", "journal sizes for the scale curves")
 	jobs := flag.Int("jobs", 10000, "operations (and River jobs) per throughput run")
-	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale, workers, breakdown, flow)")
+	only := flag.String("only", "", "run only this step (throughput, cas, receipt, scale, workers, breakdown, flow, dashboard)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *dsn == "" {
@@ -62,6 +62,7 @@ func main() {
 		{"workers", func() error { return workers(ctx, *dsn, *jobs, rep) }},
 		{"breakdown", func() error { return breakdown(ctx, *dsn, *jobs, rep) }},
 		{"flow", func() error { return flow(ctx, *dsn, *jobs, ns, rep) }},
+		{"dashboard", func() error { return dashboardBench(ctx, *dsn, ns, rep) }},
 	}
 	for _, s := range steps {
 		if *only != "" && s.name != *only {

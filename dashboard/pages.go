@@ -33,7 +33,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	tables, err := d.repo.ReadOverview(r.Context())
+	tables, err := d.repo.ReadOverview(r.Context(), repository.OverviewParams{})
 	if err != nil {
 		d.fail(w, r, err)
 		return

@@ -50,7 +50,7 @@ func (d *dashboard) syncStates(w http.ResponseWriter, r *http.Request) {
 	}
 	data := syncData{Now: d.repo.Now(), Connector: f["connector"], Statuses: syncStatuses}
 	if f["connector"] == "" {
-		o, err := d.repo.ReadOverview(r.Context())
+		o, err := d.repo.ReadOverview(r.Context(), repository.OverviewParams{SyncStatesOnly: true})
 		if err != nil {
 			d.fail(w, r, err)
 			return

@@ -134,6 +134,7 @@ func TestAdminCallsBoundedAt1M(t *testing.T) {
 		// the query repeated the state key index's predicate, counting it
 		// as a second filter) is out of that order.
 		require.LessOrEqual(t, read, int64(4*13*50), "%s: an owner's page walks the state's rows in key order", stats)
+		requireDashboardBounded(t, e, stats, live)
 	}
 	// The same page where random reads are costed higher (a role's or a
 	// server's setting): at 10, PostgreSQL left to itself read and sorted

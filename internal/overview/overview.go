@@ -71,12 +71,19 @@ type Summary struct {
 // repository sees its own rows only. plain is the same without scopes,
 // for the outer statement of a bounded count (whose inner one carries
 // them).
-func Read(conn, plain func() *gorm.DB, now time.Time) (*Summary, error) {
+// With syncOnly it reads the sync states' counts and nothing else.
+func Read(conn, plain func() *gorm.DB, now time.Time, syncOnly bool) (*Summary, error) {
 	var s Summary
 	err := conn().Model(&models.SyncState{}).Select("connector_name, status, COUNT(*) AS count").
 		Group("connector_name, status").Order("connector_name, status").Limit(MaxGroups + 1).Scan(&s.SyncStates).Error
 	if err != nil {
 		return nil, fmt.Errorf("count sync states: %w", err)
+	}
+	if len(s.SyncStates) > MaxGroups {
+		s.SyncStates, s.More = s.SyncStates[:MaxGroups], true
+	}
+	if syncOnly {
+		return &s, nil
 	}
 	if s.WatchesDue, err = bounded(plain(), conn().Model(&models.ProjectionWatch{}).Scopes(scopes.WatchScheduled(now))); err != nil {
 		return nil, fmt.Errorf("count watches due: %w", err)
@@ -89,9 +96,6 @@ func Read(conn, plain func() *gorm.DB, now time.Time) (*Summary, error) {
 		Group("connector_name").Order("connector_name").Limit(MaxGroups + 1).Scan(&s.Checkpoints).Error
 	if err != nil {
 		return nil, fmt.Errorf("summarize sweep checkpoints: %w", err)
-	}
-	if len(s.SyncStates) > MaxGroups {
-		s.SyncStates, s.More = s.SyncStates[:MaxGroups], true
 	}
 	if len(s.Checkpoints) > MaxGroups {
 		s.Checkpoints, s.More = s.Checkpoints[:MaxGroups], true
