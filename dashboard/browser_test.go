@@ -10,6 +10,7 @@ import (
 
 	"github.com/connstore/connstore/dashboard"
 	"github.com/connstore/connstore/internal/dbtest"
+	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/repository"
 	"github.com/stretchr/testify/require"
 )
@@ -37,13 +38,18 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.Repo.SetAccountLimits(c, repository.AccountKey{ConnectorName: "crm", AccountKey: evil},
 		repository.AccountLimits{MaxInFlight: 3}))
+	// A sync state in error whose message is markup: the sync page has a
+	// row to render, and the message must stay text.
+	msg := "provider said " + evil
+	require.NoError(t, e.Repo.SetSyncState(c, repository.ConnectorKey{OwnerDID: "owner", ConnectorName: "crm"},
+		repository.SyncStateInput{LastSyncedAt: "2026-12-01T00:00:00Z", Status: models.SyncStatusError, Error: &msg}))
 	srv := serve(t, e.Repo, dashboard.Options{Authorize: allow})
 	for _, tc := range []struct{ path, want string }{
 		{"/ops/", "Queues"},
 		{"/ops/operations?state=attempted", "caller/op-1"},
 		{"/ops/operation?caller=caller&op=op-1", "the next claim takes it"},
 		{"/ops/accounts", "Pause"},
-		{"/ops/sync", "Sync states"},
+		{"/ops/sync?connector=crm", "provider said"},
 	} {
 		t.Run(tc.path, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

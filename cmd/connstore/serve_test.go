@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -44,7 +45,9 @@ func TestServe(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				cmd := exec.CommandContext(t.Context(), binary, append([]string{"-dsn", dsn, "serve", "-addr", "127.0.0.1:0"}, tc.args...)...)
-				var stderr bytes.Buffer
+				// The process writes stderr from exec's copying goroutine
+				// while the test reads it for messages: a locked buffer.
+				var stderr lockedBuffer
 				cmd.Stderr = &stderr
 				out, err := cmd.StdoutPipe()
 				require.NoError(t, err)
@@ -112,4 +115,24 @@ func TestServeRefusesOtherAddresses(t *testing.T) {
 	}
 	fails(t, 2, "-addr", nil, "-dsn", path, "serve", "-addr", "nonsense")
 	_ = os.Remove(path)
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and readers at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p under the lock.
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
