@@ -52,7 +52,7 @@ func TestWorkOne(t *testing.T) {
 			models.OperationAttempted, 1, worker.KindPanic},
 		{"refused result", func(context.Context, *models.Operation) worker.Result { return worker.Retry("network", &bad) },
 			models.OperationAttempted, 1, worker.KindInvalidResult},
-		{"dead", func(context.Context, *models.Operation) worker.Result { return worker.Dead() },
+		{"dead", func(context.Context, *models.Operation) worker.Result { return worker.Dead("validation", nil) },
 			models.OperationDead, 0, ""},
 	}
 	for db, open := range stores(t) {

@@ -38,7 +38,7 @@ func TestWorkerOnFinished(t *testing.T) {
 				case 1:
 					return worker.Retry("network", nil)
 				}
-				return worker.Dead()
+				return worker.Dead("validation", nil)
 			},
 			OnFinished: func(f worker.Finished) {
 				mu.Lock()

@@ -150,7 +150,7 @@ func TestWorkerPoisonResult(t *testing.T) {
 // from New; a second Run while one runs is ErrAlreadyRunning.
 func TestWorkerConfigRefused(t *testing.T) {
 	t.Parallel()
-	h := func(context.Context, *models.Operation) worker.Result { return worker.Dead() }
+	h := func(context.Context, *models.Operation) worker.Result { return worker.Dead("validation", nil) }
 	forEachDB(t, func(t *testing.T, e *env) {
 		repo := realRepo(t, e)
 		for name, cfg := range map[string]worker.Config{
@@ -180,7 +180,7 @@ func TestWorkerConfigRefused(t *testing.T) {
 		pool, err := worker.New(repo, worker.Config{PollInterval: time.Millisecond,
 			Handler: func(context.Context, *models.Operation) worker.Result {
 				close(started)
-				return worker.Dead()
+				return worker.Dead("validation", nil)
 			}})
 		require.NoError(t, err)
 		c, cancel := context.WithCancel(ctx(t))
@@ -217,7 +217,7 @@ func TestWorkerPanicLoggedWithStack(t *testing.T) {
 		committed                       int64 // of the two operations; the others panic
 	}{
 		{name: "in the handler", panicking: "op-000000", message: "handler bug", frame: "panicInHandler",
-			cfg: worker.Config{Handler: func(context.Context, *models.Operation) worker.Result { panicInHandler(); return worker.Dead() }}},
+			cfg: worker.Config{Handler: func(context.Context, *models.Operation) worker.Result { panicInHandler(); return worker.Dead("validation", nil) }}},
 		{name: "in HandlerTimeoutFor", panicking: "op-000001", message: "timeout lookup bug", frame: "panicInTimeoutFor", committed: 1,
 			cfg: worker.Config{Handler: commit, HandlerTimeoutFor: func(op *models.Operation) time.Duration {
 				if op.OperationID == "op-000001" {

@@ -75,7 +75,7 @@ func TestWorkerRecordsResults(t *testing.T) {
 				case 1:
 					return worker.Retry("http", &status)
 				case 2:
-					return worker.Dead()
+					return worker.Dead("validation", nil)
 				case 3:
 					return worker.ReconcileOnly()
 				}

@@ -218,6 +218,7 @@ func all() []*gormigrate.Migration {
 		flowMigration(),
 		weightMigration(),
 		eligibleOrderMigration(),
+		attemptsMigration(),
 	}
 }
 

@@ -33,6 +33,14 @@ type Operation struct {
 	NextAttemptAt        *int64  `gorm:"column:next_attempt_at;type:bigint;index:kubun_connector_operation_claim_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted' AND NOT flow;index:kubun_connector_operation_flow_idx,priority:3,expression:COALESCE(next_attempt_at\\, created_at);index:kubun_connector_operation_flow_due_idx,expression:COALESCE(next_attempt_at\\, created_at),where:state = 'attempted' AND flow"`
 	LastKind             *string `gorm:"column:last_kind"`
 	LastHTTPStatus       *int64  `gorm:"column:last_http_status;type:bigint"`
+	// LastMessage is the short text the last answer came with (migration
+	// 0023), cleaned of control characters and cut to 500 bytes.
+	LastMessage *string `gorm:"column:last_message"`
+	// LastAnswerAt is when the last answer (LastKind, LastHTTPStatus,
+	// LastMessage) was given, Unix milliseconds; NULL when there is none
+	// (never attempted, or requeued since). Setting it adds the answer to
+	// the operation's OperationAttempt history (a trigger).
+	LastAnswerAt *int64 `gorm:"column:last_answer_at;type:bigint"`
 	Lock
 	LeaseToken     *string `gorm:"column:lease_token"`
 	LeaseExpiresAt *int64  `gorm:"column:lease_expires_at;type:bigint;index:kubun_connector_operation_flow_lease_idx,priority:3"`

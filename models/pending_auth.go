@@ -25,6 +25,6 @@ func All() []any {
 	return []any{
 		&SyncState{}, &Operation{}, &ProjectionWatch{},
 		&SweepReceipt{}, &SweepCandidate{}, &SweepCheckpoint{}, &PendingAuth{}, &RetentionState{}, &RetentionFinished{},
-		&RetentionPending{}, &RetentionHeld{}, &FlowAccount{},
+		&RetentionPending{}, &RetentionHeld{}, &FlowAccount{}, &OperationAttempt{},
 	}
 }

@@ -124,7 +124,7 @@ func TestWorkerMetrics(t *testing.T) {
 	pool, err := worker.New(repo, worker.Config{OnFinished: onFinished, PollInterval: 5 * time.Millisecond,
 		Handler: func(_ context.Context, op *models.Operation) worker.Result {
 			if op.OperationID == "d" {
-				return worker.Dead()
+				return worker.Dead("validation", nil)
 			}
 			return worker.Commit(nil, nil, nil)
 		}})

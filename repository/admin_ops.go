@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/connstore/connstore/internal/fence"
 	"github.com/connstore/connstore/models"
 	"github.com/connstore/connstore/scopes"
 	"gorm.io/gorm/clause"
@@ -44,10 +45,13 @@ type RequeueParams struct {
 
 // RequeueOperation is the user's action the seed leaves dead and
 // reconcile-only operations waiting for: the operation goes back to
-// attempted, due now, with no lease, so the next claim picks it up. Its
-// history stays in the row: last_kind, last_http_status, the provider etag
-// and result, the document link, and (unless ResetAttempts) the attempt
-// count. An attempted row is not the retention pass's to judge: it leaves
+// attempted, due now, with no lease, so the next claim picks it up. The
+// last answer (last_kind, last_http_status, last_message) is cleared: the
+// next attempt's answer is its own, so triage never shows an earlier
+// attempt's cause for a later death; the attempt history
+// (OperationAttempts) keeps every answer. The rest stays in the row: the
+// provider etag and result, the document link, and (unless ResetAttempts)
+// the attempt count. An attempted row is not the retention pass's to judge: it leaves
 // the rows a pass judges (a trigger), held or not, and enters them again
 // when it finishes. Any other state is a *StateError
 // (ErrWrongState); a missing row (or one outside the repository's scopes) is
@@ -65,6 +69,7 @@ func (r *Repository) RequeueOperation(ctx context.Context, p RequeueParams) (_ *
 	if p.ResetAttempts {
 		set["attempts"] = 0
 	}
+	fence.ClearAnswer(set)
 	return r.operatorWrite(ctx, "requeue", p.OperationKey,
 		[]string{models.OperationDead, models.OperationReconcileOnly}, nil, set)
 }
@@ -81,7 +86,9 @@ type CancelParams struct {
 }
 
 // CancelOperation gives up an attempted operation: it is marked dead with
-// last_kind "cancelled" (CancelledKind) and its lease is ended, so no claim
+// last_kind "cancelled" (CancelledKind, its answer: the status and message
+// of an earlier attempt are cleared, and the cancel enters the attempt
+// history) and its lease is ended, so no claim
 // picks it up again; RequeueOperation brings it back. Without Force an
 // operation under a live lease is refused with ErrLeaseHeld (the holder may
 // be writing to the provider right now). Exactly one of a cancel and the
@@ -101,10 +108,12 @@ func (r *Repository) CancelOperation(ctx context.Context, p CancelParams) (_ *mo
 	// ended_lease_token is cleared, not set to the holder's token: a
 	// holder's retry must never read the cancel as a replay of its own
 	// write.
-	return r.operatorWrite(ctx, "cancel", p.OperationKey, []string{models.OperationAttempted}, guard, map[string]any{
-		"state": models.OperationDead, "last_kind": CancelledKind, "next_attempt_at": nil,
+	set := map[string]any{
+		"state": models.OperationDead, "next_attempt_at": nil,
 		"lease_token": nil, "lease_expires_at": nil, "ended_lease_token": nil, "updated_at": r.nowMillis(),
-	})
+	}
+	fence.AnswerOf(CancelledKind, r.nowMillis()).Set(set)
+	return r.operatorWrite(ctx, "cancel", p.OperationKey, []string{models.OperationAttempted}, guard, set)
 }
 
 // operatorWrite applies set to the operation when its state is one of from

@@ -100,16 +100,38 @@ func (r *Repository) HeartbeatOperations(ctx context.Context, fs []Fence, extend
 }
 
 // FinishOperations ends many leased operations in state (dead or
-// reconcile_only) in one statement.
+// reconcile_only) in one statement, with no cause given (as
+// MarkOperationDead).
 func (r *Repository) FinishOperations(ctx context.Context, fs []Fence, state string) (_ []BatchOutcome, err error) {
 	ctx, end := r.start(ctx, "FinishOperations")
 	defer end(&err)
+	ps := make([]FinishParams, len(fs))
+	for i, f := range fs {
+		ps[i] = FinishParams{Fence: f}
+	}
+	return r.finishOperations(ctx, ps, state)
+}
+
+// FinishOperationsWith ends many leased operations in state (dead or
+// reconcile_only) in one statement, each with its own cause (a worker's
+// worker.Dead(kind, status)). A bad item fails the whole call with
+// ErrInvalidInput and writes nothing.
+func (r *Repository) FinishOperationsWith(ctx context.Context, ps []FinishParams, state string) (_ []BatchOutcome, err error) {
+	ctx, end := r.start(ctx, "FinishOperationsWith")
+	defer end(&err)
+	return r.finishOperations(ctx, ps, state)
+}
+
+func (r *Repository) finishOperations(ctx context.Context, ps []FinishParams, state string) ([]BatchOutcome, error) {
 	if state != models.OperationDead && state != models.OperationReconcileOnly {
 		return nil, fmt.Errorf("finish operations: %w", invalid("state %q is not dead or reconcile_only", state))
 	}
-	ws := make([]fence.Write, len(fs))
-	for i, f := range fs {
-		ws[i] = fence.Finish(fence.Target(f), state)
+	ws := make([]fence.Write, len(ps))
+	for i, p := range ps {
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("finish operations: item %d: %w", i, err)
+		}
+		ws[i] = r.finishWrite(p, state)
 	}
 	return r.batchFenced(ctx, "finish operations", ws)
 }

@@ -66,21 +66,62 @@ func commitWrite(p CommitParams) (fence.Write, error) {
 	return fence.Commit(fence.Target(p.Fence), p.DocumentID, p.ProviderEtag, result), nil
 }
 
-// MarkOperationDead ends the operation as dead (it needs a user's action).
-// The recorded document id is kept, so retention still sees which document
-// shows the failure.
+// MarkOperationDead ends the operation as dead (it needs a user's action)
+// with no cause given: the last answer is cleared (it was an earlier
+// attempt's), and the end is added to the attempt history. To record why,
+// use FinishOperationsWith. The recorded document id is kept, so retention
+// still sees which document shows the failure.
 func (r *Repository) MarkOperationDead(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationDead")
 	defer end(&err)
-	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationDead))
+	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationDead, fence.Answer{At: r.nowMillis()}))
 }
 
 // MarkOperationReconcileOnly ends re-drives; only reconciliation may touch
-// the operation now. The recorded document id is kept.
+// the operation now. As MarkOperationDead, it clears the last answer. The
+// recorded document id is kept.
 func (r *Repository) MarkOperationReconcileOnly(ctx context.Context, f Fence) (_ *FencedWrite, err error) {
 	ctx, end := r.start(ctx, "MarkOperationReconcileOnly")
 	defer end(&err)
-	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationReconcileOnly))
+	return r.fencedUpdate(ctx, fence.Finish(fence.Target(f), models.OperationReconcileOnly, fence.Answer{At: r.nowMillis()}))
+}
+
+// FinishParams ends a leased operation (dead or reconcile_only) with the
+// attempt's own cause: what triage shows for it, and what its attempt
+// history keeps. Every field but the fence may be empty (no cause given).
+type FinishParams struct {
+	Fence
+	// Kind classifies the cause (e.g. "validation", "http").
+	Kind string
+	// HTTPStatus is the provider's status code, if there was one (100–599).
+	HTTPStatus *int64
+	// Message is a short text for an operator, stored as fence.Message
+	// makes it: control characters and runs of white space made one
+	// space, cut to 500 bytes.
+	Message string
+}
+
+// Validate reports, as ErrInvalidInput, what FinishOperationsWith would
+// refuse in p before writing anything.
+func (p FinishParams) Validate() error {
+	p.Message = fence.Message(p.Message)
+	if err := errors.Join(p.Fence.validate(), requireStatus(p.HTTPStatus), requireText("finish", p)); err != nil {
+		return fmt.Errorf("finish: %w", err)
+	}
+	return nil
+}
+
+func (r *Repository) finishWrite(p FinishParams, state string) fence.Write {
+	return fence.Finish(fence.Target(p.Fence), state,
+		fence.Answer{Kind: p.Kind, HTTPStatus: p.HTTPStatus, Message: p.Message, At: r.nowMillis()})
+}
+
+// requireStatus refuses an HTTP status outside 100–599.
+func requireStatus(status *int64) error {
+	if status != nil && (*status < 100 || *status > 599) {
+		return invalid("HTTP status %d out of range", *status)
+	}
+	return nil
 }
 
 // FailureParams records a failed attempt.
@@ -96,6 +137,9 @@ type FailureParams struct {
 	// the provider asked. It does not keep an operation the backoff
 	// declares dead alive.
 	NotBefore *time.Time
+	// Message is a short text for an operator (the provider's error, a
+	// hint), stored as FinishParams.Message is.
+	Message string
 }
 
 // RecordOperationFailure counts a failed attempt, stores its kind and
@@ -125,14 +169,15 @@ func validateFailure(p FailureParams) error {
 	if p.Kind == "" {
 		return fmt.Errorf("record failure: %w", invalid("failure kind is empty"))
 	}
-	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
-		return fmt.Errorf("record failure: %w", invalid("HTTP status %d out of range", *p.HTTPStatus))
+	if err := requireStatus(p.HTTPStatus); err != nil {
+		return fmt.Errorf("record failure: %w", err)
 	}
 	if p.NotBefore != nil {
 		if err := requireTime("retry not-before time", *p.NotBefore); err != nil {
 			return fmt.Errorf("record failure: %w", err)
 		}
 	}
+	p.Message = fence.Message(p.Message) // stored as cleaned, so checked as cleaned
 	if err := errors.Join(p.Fence.validate(), requireText("failure", p)); err != nil {
 		return fmt.Errorf("record failure: %w", err)
 	}
@@ -152,5 +197,6 @@ func (r *Repository) failureWrite(p FailureParams, cur *models.Operation) fence.
 		ms := at.UnixMilli()
 		next = &ms
 	}
-	return fence.Failure(fence.Target(p.Fence), cur.Attempts, p.Kind, p.HTTPStatus, next)
+	return fence.Failure(fence.Target(p.Fence), cur.Attempts,
+		fence.Answer{Kind: p.Kind, HTTPStatus: p.HTTPStatus, Message: p.Message, At: r.nowMillis()}, next)
 }

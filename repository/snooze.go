@@ -24,6 +24,9 @@ type SnoozeParams struct {
 	PauseAccount bool
 	Kind         string
 	HTTPStatus   *int64
+	// Message is a short text for an operator with a pause's answer,
+	// stored as FinishParams.Message is.
+	Message string
 }
 
 // Validate reports, as ErrInvalidInput, what SnoozeOperation(s) would
@@ -38,8 +41,11 @@ func (p SnoozeParams) Validate() error {
 	if err := requireText("snooze kind", p.Kind); err != nil {
 		return fmt.Errorf("snooze: %w", err)
 	}
-	if (p.Kind != "" || p.HTTPStatus != nil) && !p.PauseAccount {
-		return fmt.Errorf("snooze: %w", invalid("a kind and HTTP status are recorded only with PauseAccount"))
+	if err := requireText("snooze message", fence.Message(p.Message)); err != nil {
+		return fmt.Errorf("snooze: %w", err)
+	}
+	if (p.Kind != "" || p.HTTPStatus != nil || p.Message != "") && !p.PauseAccount {
+		return fmt.Errorf("snooze: %w", invalid("a kind, HTTP status and message are recorded only with PauseAccount"))
 	}
 	if p.PauseAccount && p.Kind == "" {
 		return fmt.Errorf("snooze: %w", invalid("PauseAccount needs a kind (the provider's answer)"))
@@ -61,7 +67,7 @@ func (r *Repository) SnoozeOperation(ctx context.Context, p SnoozeParams) (_ *Fe
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := r.fencedUpdate(ctx, snoozeWrite(p))
+	w, err := r.fencedUpdate(ctx, snoozeWrite(p, r.nowMillis()))
 	if err == nil && p.PauseAccount && !w.Replay {
 		err = r.pause(ctx, AccountKey{w.ConnectorName, w.AccountKey}, p.Until.UnixMilli(), true)
 	}
@@ -79,7 +85,7 @@ func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("snooze operations: item %d: %w", i, err)
 		}
-		ws[i] = snoozeWrite(p)
+		ws[i] = snoozeWrite(p, r.nowMillis())
 	}
 	out, err := r.batchFenced(ctx, "snooze operations", ws)
 	if err != nil {
@@ -96,16 +102,14 @@ func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_
 }
 
 // snoozeWrite is the fenced write of one snooze.
-func snoozeWrite(p SnoozeParams) fence.Write {
-	w := fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli())
-	if p.PauseAccount {
-		// Under flow control from now on: the plain claim must not lease it
-		// around its account's pause.
-		w.Set["flow"] = true
-		w.Set["last_kind"] = p.Kind
-		if p.HTTPStatus != nil {
-			w.Set["last_http_status"] = *p.HTTPStatus
-		}
+func snoozeWrite(p SnoozeParams, now int64) fence.Write {
+	if !p.PauseAccount {
+		return fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli(), nil)
 	}
+	w := fence.Snooze(fence.Target(p.Fence), p.Until.UnixMilli(),
+		&fence.Answer{Kind: p.Kind, HTTPStatus: p.HTTPStatus, Message: p.Message, At: now})
+	// Under flow control from now on: the plain claim must not lease it
+	// around its account's pause.
+	w.Set["flow"] = true
 	return w
 }

@@ -48,6 +48,7 @@ type outcome struct {
 	commit  repository.CommitParams
 	failure repository.FailureParams
 	snooze  repository.SnoozeParams
+	finish  repository.FinishParams
 	// refusal is why the handler's own result was not recorded as given.
 	refusal            error
 	panicked, timedOut bool
@@ -60,15 +61,15 @@ type outcome struct {
 // backoff re-drives it and in time declares it dead). Either way the rest
 // of its batch is recorded as returned.
 func decide(j *job, res Result, cause error, panicked bool, now time.Time) outcome {
-	o := outcome{job: j, panicked: panicked}
-	fail := func(kind string, status *int64, notBefore *time.Time) {
+	o := outcome{job: j, panicked: panicked, finish: repository.FinishParams{Fence: j.fence}}
+	fail := func(kind string, status *int64, notBefore *time.Time, msg string) {
 		o.act = actFailure
-		o.failure = repository.FailureParams{Fence: j.fence, Kind: kind, HTTPStatus: status, NotBefore: notBefore}
+		o.failure = repository.FailureParams{Fence: j.fence, Kind: kind, HTTPStatus: status, NotBefore: notBefore, Message: msg}
 	}
 	switch {
 	case errors.Is(cause, repository.ErrInvalidInput): // a bad per-operation setting; the handler did not run
 		o.refusal = cause
-		fail(KindInvalidResult, nil, nil)
+		fail(KindInvalidResult, nil, nil, cause.Error())
 		return o
 	case errors.Is(cause, errLeaseLost):
 		o.act = actDrop
@@ -83,14 +84,15 @@ func decide(j *job, res Result, cause error, panicked bool, now time.Time) outco
 		}
 		if o.refusal != nil {
 			o.act = actDead
+			o.finish = repository.FinishParams{Fence: j.fence, Kind: KindInvalidResult, Message: o.refusal.Error()}
 		}
 		return o
 	case panicked:
-		fail(KindPanic, nil, nil)
+		fail(KindPanic, nil, nil, res.message)
 		return o
 	case errors.Is(cause, errTimeout):
 		o.timedOut = true
-		fail(KindTimeout, nil, nil)
+		fail(KindTimeout, nil, nil, cause.Error())
 		return o
 	case errors.Is(cause, errShutdown):
 		o.act = actRelease
@@ -98,7 +100,7 @@ func decide(j *job, res Result, cause error, panicked bool, now time.Time) outco
 	}
 	switch res.kind {
 	case kindRetry:
-		fail(res.failureKind, res.httpStatus, res.notBefore)
+		fail(res.failureKind, res.httpStatus, res.notBefore, res.message)
 		o.refusal = o.failure.Validate()
 	case kindSnooze:
 		o.act, o.snooze = actSnooze, repository.SnoozeParams{Fence: j.fence, Until: now.Add(res.snooze)}
@@ -109,7 +111,7 @@ func decide(j *job, res Result, cause error, panicked bool, now time.Time) outco
 		}
 	case kindPause:
 		o.act, o.snooze = actSnooze, repository.SnoozeParams{Fence: j.fence, Until: *res.notBefore, PauseAccount: true,
-			Kind: res.failureKind, HTTPStatus: res.httpStatus}
+			Kind: res.failureKind, HTTPStatus: res.httpStatus, Message: res.message}
 		if !res.notBefore.After(now) {
 			o.refusal = fmt.Errorf("pause account of %s: %w: until %v is not after now", j.fence, repository.ErrInvalidInput, *res.notBefore)
 		} else {
@@ -117,13 +119,15 @@ func decide(j *job, res Result, cause error, panicked bool, now time.Time) outco
 		}
 	case kindDead:
 		o.act = actDead
+		o.finish = repository.FinishParams{Fence: j.fence, Kind: res.failureKind, HTTPStatus: res.httpStatus, Message: res.message}
+		o.refusal = o.finish.Validate()
 	case kindReconcileOnly:
 		o.act = actReconcileOnly
 	default:
 		o.refusal = fmt.Errorf("operation %s: %w: the handler returned the zero Result", j.fence, repository.ErrInvalidInput)
 	}
 	if o.refusal != nil {
-		fail(KindInvalidResult, nil, nil)
+		fail(KindInvalidResult, nil, nil, o.refusal.Error())
 	}
 	return o
 }

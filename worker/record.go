@@ -71,8 +71,8 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		commits  []repository.CommitParams
 		failures []repository.FailureParams
 		snoozes  []repository.SnoozeParams
-		dead     []repository.Fence
-		rec      []repository.Fence
+		dead     []repository.FinishParams
+		rec      []repository.FinishParams
 		release  []repository.Fence
 	)
 	s := &r.pool.stats
@@ -101,9 +101,9 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		case actSnooze:
 			snoozes = append(snoozes, o.snooze)
 		case actDead:
-			dead = append(dead, f)
+			dead = append(dead, o.finish)
 		case actReconcileOnly:
-			rec = append(rec, f)
+			rec = append(rec, o.finish)
 		case actRelease:
 			release = append(release, f)
 		}
@@ -113,7 +113,10 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		return OutcomeCommitted
 	})
 	// The store found these commits invalid for their row (its document id).
-	dead = append(dead, refusedCommits...)
+	for _, f := range refusedCommits {
+		dead = append(dead, repository.FinishParams{Fence: f, Kind: KindInvalidResult,
+			Message: "the store refused the commit for the stored row (its document id)"})
+	}
 	writeAll(ctx, r, settled, "record failure", failures, func(p repository.FailureParams) repository.Fence { return p.Fence }, r.pool.repo.RecordOperationFailures, func(o repository.BatchOutcome) string {
 		if o.Write.State == models.OperationDead {
 			s.dead.Add(1)
@@ -133,13 +136,14 @@ func (r *run) recordBatch(ctx context.Context, batch []outcome) {
 		}
 		return OutcomeSnoozed
 	})
-	finish := func(state string) func(context.Context, []repository.Fence) ([]repository.BatchOutcome, error) {
-		return func(ctx context.Context, fs []repository.Fence) ([]repository.BatchOutcome, error) {
-			return r.pool.repo.FinishOperations(ctx, fs, state)
+	finish := func(state string) func(context.Context, []repository.FinishParams) ([]repository.BatchOutcome, error) {
+		return func(ctx context.Context, ps []repository.FinishParams) ([]repository.BatchOutcome, error) {
+			return r.pool.repo.FinishOperationsWith(ctx, ps, state)
 		}
 	}
-	writeAll(ctx, r, settled, "mark dead", dead, self, finish(models.OperationDead), func(repository.BatchOutcome) string { s.dead.Add(1); return OutcomeDead })
-	writeAll(ctx, r, settled, "mark reconcile-only", rec, self, finish(models.OperationReconcileOnly),
+	finishFence := func(p repository.FinishParams) repository.Fence { return p.Fence }
+	writeAll(ctx, r, settled, "mark dead", dead, finishFence, finish(models.OperationDead), func(repository.BatchOutcome) string { s.dead.Add(1); return OutcomeDead })
+	writeAll(ctx, r, settled, "mark reconcile-only", rec, finishFence, finish(models.OperationReconcileOnly),
 		func(repository.BatchOutcome) string { s.reconcileOnly.Add(1); return OutcomeReconcileOnly })
 	writeAll(ctx, r, settled, "release", release, self, r.pool.repo.ReleaseOperations, func(repository.BatchOutcome) string { s.released.Add(1); return OutcomeReleased })
 

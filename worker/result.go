@@ -35,6 +35,7 @@ type Result struct {
 	httpStatus               *int64
 	notBefore                *time.Time
 	snooze                   time.Duration
+	message                  string
 }
 
 // Commit reports that the write landed, with what it produced.
@@ -74,8 +75,27 @@ func PauseAccount(kind string, httpStatus *int64, until time.Time) Result {
 	return Result{kind: kindPause, failureKind: kind, httpStatus: httpStatus, notBefore: &until}
 }
 
-// Dead reports an operation that needs a user's action.
-func Dead() Result { return Result{kind: kindDead} }
+// Dead reports an operation that needs a user's action, and why: kind
+// classifies the cause ("validation", "http"; empty when there is none to
+// give) and httpStatus is the provider's status (nil, or 100–599). The
+// cause is this attempt's own: it replaces whatever an earlier attempt
+// answered, so triage never shows a 503 from before a requeue for a 422
+// death. An invalid one is a failed attempt of kind invalid_result, as for
+// any result the store refuses.
+func Dead(kind string, httpStatus *int64) Result {
+	return Result{kind: kindDead, failureKind: kind, httpStatus: httpStatus}
+}
+
+// WithMessage adds a short text for an operator to an answer (Retry,
+// RetryAt, PauseAccount, Dead): the provider's error, what to fix. It is
+// stored cleaned (control characters and runs of white space made one
+// space) and cut to 500 bytes, as the operation's last message and in its
+// attempt history. A Commit, a Snooze or a ReconcileOnly records no
+// answer, and their message is dropped.
+func (r Result) WithMessage(msg string) Result {
+	r.message = msg
+	return r
+}
 
 // ReconcileOnly reports an operation only reconciliation may touch now.
 func ReconcileOnly() Result { return Result{kind: kindReconcileOnly} }

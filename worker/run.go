@@ -320,7 +320,7 @@ func closed(c <-chan struct{}) bool {
 func (r *run) call(ctx context.Context, j *job) (res Result, panicked bool, cause error) {
 	defer func() {
 		if v := recover(); v != nil {
-			res, panicked = Result{}, true
+			res, panicked = Result{message: fmt.Sprint(v)}, true
 			r.cfg.Logger.Error("connstore worker: handler panicked", "operation", j.fence.String(),
 				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}

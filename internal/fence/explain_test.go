@@ -19,7 +19,7 @@ func TestExplain(t *testing.T) {
 	etag := "e1"
 	status := int64(503)
 	commit := Commit(tg, &doc, &etag, models.JSON(`{"id":1}`))
-	failure := Failure(tg, 2, "http", &status, ptr(int64(5000)))
+	failure := Failure(tg, 2, Answer{Kind: "http", HTTPStatus: &status}, ptr(int64(5000)))
 	endedBy := func(tok string, op models.Operation) *models.Operation {
 		op.EndedLeaseToken = &tok
 		return &op
@@ -53,14 +53,14 @@ func TestExplain(t *testing.T) {
 		{"failure: attempts changed", failure, held("tok", models.Operation{Attempts: 3}), Verdict{Reason: AttemptsChanged}},
 		{"failure: same attempts, expired", failure, held("tok", models.Operation{Attempts: 2}), Verdict{Reason: Expired}},
 		// dead and reconcile-only
-		{"dead replayed", Finish(tg, models.OperationDead), endedBy("tok", models.Operation{State: models.OperationDead}), Verdict{Replay: true}},
-		{"dead: ended here as reconcile-only", Finish(tg, models.OperationDead), endedBy("tok", models.Operation{State: models.OperationReconcileOnly}), Verdict{Reason: Finished}},
-		{"reconcile-only replayed", Finish(tg, models.OperationReconcileOnly), endedBy("tok", models.Operation{State: models.OperationReconcileOnly}), Verdict{Replay: true}},
+		{"dead replayed", Finish(tg, models.OperationDead, Answer{}), endedBy("tok", models.Operation{State: models.OperationDead}), Verdict{Replay: true}},
+		{"dead: ended here as reconcile-only", Finish(tg, models.OperationDead, Answer{}), endedBy("tok", models.Operation{State: models.OperationReconcileOnly}), Verdict{Reason: Finished}},
+		{"reconcile-only replayed", Finish(tg, models.OperationReconcileOnly, Answer{}), endedBy("tok", models.Operation{State: models.OperationReconcileOnly}), Verdict{Replay: true}},
 		// release and snooze
 		{"release replayed", Release(tg, 10), endedBy("tok", attempted), Verdict{Replay: true}},
 		{"release: held by another", Release(tg, 10), held("other", models.Operation{}), Verdict{Reason: HeldByOther}},
-		{"snooze replayed", Snooze(tg, 99), endedBy("tok", models.Operation{State: models.OperationAttempted, NextAttemptAt: ptr(int64(99))}), Verdict{Replay: true}},
-		{"snooze: ended here for another time", Snooze(tg, 99), endedBy("tok", models.Operation{State: models.OperationAttempted, NextAttemptAt: ptr(int64(98))}), Verdict{Reason: Ended}},
+		{"snooze replayed", Snooze(tg, 99, nil), endedBy("tok", models.Operation{State: models.OperationAttempted, NextAttemptAt: ptr(int64(99))}), Verdict{Replay: true}},
+		{"snooze: ended here for another time", Snooze(tg, 99, nil), endedBy("tok", models.Operation{State: models.OperationAttempted, NextAttemptAt: ptr(int64(98))}), Verdict{Reason: Ended}},
 		// heartbeat: no replay, it does not end the lease
 		{"heartbeat: ended here", Heartbeat(tg, int64(1), 2), endedBy("tok", attempted), Verdict{Reason: Ended}},
 		{"heartbeat: held by this token, refused: expired", Heartbeat(tg, int64(1), 2), held("tok", models.Operation{}), Verdict{Reason: Expired}},
@@ -77,8 +77,8 @@ func TestExplain(t *testing.T) {
 // by); a heartbeat keeps its lease.
 func TestStamp(t *testing.T) {
 	tg := target(1)
-	for _, w := range []Write{Commit(tg, nil, nil, nil), Failure(tg, 0, "k", nil, nil), Finish(tg, models.OperationDead),
-		Finish(tg, models.OperationReconcileOnly), Release(tg, 1), Snooze(tg, 1)} {
+	for _, w := range []Write{Commit(tg, nil, nil, nil), Failure(tg, 0, Answer{Kind: "k", HTTPStatus: nil}, nil), Finish(tg, models.OperationDead, Answer{}),
+		Finish(tg, models.OperationReconcileOnly, Answer{}), Release(tg, 1), Snooze(tg, 1, nil)} {
 		w.Stamp(42)
 		require.Equal(t, int64(42), w.Set["updated_at"], w.Action)
 		require.True(t, w.Ends, w.Action)
@@ -97,12 +97,12 @@ func TestStamp(t *testing.T) {
 // the attempt is counted once, guarded on the count read.
 func TestFailureSchedulesOrKills(t *testing.T) {
 	tg := target(1)
-	retry := Failure(tg, 4, "timeout", nil, ptr(int64(1234)))
+	retry := Failure(tg, 4, Answer{Kind: "timeout", HTTPStatus: nil}, ptr(int64(1234)))
 	require.Equal(t, models.OperationAttempted, retry.Set["state"])
 	require.Equal(t, int64(1234), retry.Set["next_attempt_at"])
 	require.Equal(t, int64(5), retry.Set["attempts"])
 	require.Equal(t, []Guard{{Col: "attempts", Value: int64(4)}}, retry.Guards)
-	dead := Failure(tg, 4, "timeout", nil, nil)
+	dead := Failure(tg, 4, Answer{Kind: "timeout", HTTPStatus: nil}, nil)
 	require.Equal(t, models.OperationDead, dead.Set["state"])
 	require.Nil(t, dead.Set["next_attempt_at"])
 }

@@ -52,23 +52,29 @@ var finishActions = map[string]string{
 	models.OperationReconcileOnly: ActionReconcile,
 }
 
-// Finish ends the operation in state (dead or reconcile_only), keeping its
-// document id so retention still sees which document shows the failure.
-// Its replay is a row this token ended in that state.
-func Finish(t Target, state string) Write {
-	return Write{Action: finishActions[state], Target: t, Ends: true,
+// Finish ends the operation in state (dead or reconcile_only) with the
+// attempt's own answer (its cause, if the handler gave one; never the one
+// of a failure before it), keeping its document id so retention still sees
+// which document shows the failure. Its replay is a row this token ended in
+// that state.
+func Finish(t Target, state string, a Answer) Write {
+	w := Write{Action: finishActions[state], Target: t, Ends: true,
 		Set:      map[string]any{"state": state, "next_attempt_at": nil},
 		Replayed: func(op *models.Operation) bool { return op.State == state }}
+	a.Set(w.Set)
+	return w
 }
 
 // Failure counts a failed attempt on a row read with readAttempts: its
-// kind and status are stored, and the operation is due again at next
+// answer is stored (a.Kind is required), and the operation is due again at next
 // (Unix milliseconds), or dead when next is nil (the backoff gave up). It
 // is guarded on the attempts read, so two reports of one attempt cannot
 // both count: the second is refused as AttemptsChanged. Its replay is a
 // row this token ended with the same kind and status.
-func Failure(t Target, readAttempts int64, kind string, status *int64, next *int64) Write {
-	set := map[string]any{"attempts": readAttempts + 1, "last_kind": kind, "last_http_status": status}
+func Failure(t Target, readAttempts int64, a Answer, next *int64) Write {
+	kind, status := a.Kind, a.HTTPStatus
+	set := map[string]any{"attempts": readAttempts + 1}
+	a.Set(set)
 	if next == nil {
 		set["state"], set["next_attempt_at"] = models.OperationDead, nil
 	} else {
@@ -107,14 +113,19 @@ func Release(t Target, nowMillis int64) Write {
 }
 
 // Snooze is a release that also sets the next attempt time, leaving the
-// attempts and the last failure alone. Its replay is an attempted row this
-// token ended, due at until.
-func Snooze(t Target, until int64) Write {
-	return Write{Action: ActionSnooze, Target: t, Ends: true,
+// attempts alone, and the last answer too unless a is given (a pause on
+// the provider's throttling records the provider's answer). Its replay is
+// an attempted row this token ended, due at until.
+func Snooze(t Target, until int64, a *Answer) Write {
+	w := Write{Action: ActionSnooze, Target: t, Ends: true,
 		Set: map[string]any{"next_attempt_at": until},
 		Replayed: func(op *models.Operation) bool {
 			return op.State == models.OperationAttempted && op.NextAttemptAt != nil && *op.NextAttemptAt == until
 		}}
+	if a != nil {
+		a.Set(w.Set)
+	}
+	return w
 }
 
 func equal[T comparable](a, b *T) bool {

@@ -51,6 +51,8 @@ var columns = []struct {
 	{"next_attempt_at", optInteger(func(o *models.Operation) **int64 { return &o.NextAttemptAt })},
 	{"last_kind", optText(func(o *models.Operation) **string { return &o.LastKind })},
 	{"last_http_status", optInteger(func(o *models.Operation) **int64 { return &o.LastHTTPStatus })},
+	{"last_message", optText(func(o *models.Operation) **string { return &o.LastMessage })},
+	{"last_answer_at", optInteger(func(o *models.Operation) **int64 { return &o.LastAnswerAt })},
 	{"version", integer(func(o *models.Operation) *int64 { return &o.Version })},
 	{"incarnation", optText(func(o *models.Operation) **string { return &o.Incarnation })},
 	{"lease_token", optText(func(o *models.Operation) **string { return &o.LeaseToken })},
