@@ -217,7 +217,10 @@ func TestWorkerPanicLoggedWithStack(t *testing.T) {
 		committed                       int64 // of the two operations; the others panic
 	}{
 		{name: "in the handler", panicking: "op-000000", message: "handler bug", frame: "panicInHandler",
-			cfg: worker.Config{Handler: func(context.Context, *models.Operation) worker.Result { panicInHandler(); return worker.Dead("validation", nil) }}},
+			cfg: worker.Config{Handler: func(context.Context, *models.Operation) worker.Result {
+				panicInHandler()
+				return worker.Dead("validation", nil)
+			}}},
 		{name: "in HandlerTimeoutFor", panicking: "op-000001", message: "timeout lookup bug", frame: "panicInTimeoutFor", committed: 1,
 			cfg: worker.Config{Handler: commit, HandlerTimeoutFor: func(op *models.Operation) time.Duration {
 				if op.OperationID == "op-000001" {
