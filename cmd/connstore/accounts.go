@@ -3,28 +3,41 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/connstore/connstore/repository"
 )
 
-// accountArg reads CONNECTOR/ACCOUNT, as "accounts list" prints it;
-// CONNECTOR/* (or CONNECTOR/) names the connector itself. The account key
-// may contain slashes: the connector ends at the first.
+// accountArg reads CONNECTOR/ACCOUNT, as "accounts list" prints it (the
+// CLI's one key format, keys.go); CONNECTOR/* (or CONNECTOR/) names the
+// connector itself, and an account whose key is "*" prints quoted.
 func accountArg(s string) (repository.AccountKey, error) {
-	conn, acct, ok := strings.Cut(s, "/")
-	if !ok || conn == "" {
-		return repository.AccountKey{}, fmt.Errorf("%w: %q is not CONNECTOR/ACCOUNT (CONNECTOR/* for the connector)", errUsage, s)
+	const what = "CONNECTOR/ACCOUNT (CONNECTOR/* for the connector)"
+	conn, raw, err := splitKey(s, what)
+	if err != nil || raw == "*" {
+		return repository.AccountKey{ConnectorName: conn}, err
 	}
-	if acct == "*" {
-		acct = ""
+	acct, err := readPart(raw)
+	if err != nil {
+		return repository.AccountKey{}, fmt.Errorf("%w: %q is not %s: its quoted account is not a Go string", errUsage, s, what)
 	}
 	return repository.AccountKey{ConnectorName: conn, AccountKey: acct}, nil
 }
 
+// accountText is an account's key as the CLI prints it: CONNECTOR/* for
+// the connector itself.
+func accountText(k repository.AccountKey) string {
+	if k.AccountKey == "" {
+		return quotePart(k.ConnectorName, true) + "/*"
+	}
+	if k.AccountKey == "*" {
+		return quotePart(k.ConnectorName, true) + `/"*"`
+	}
+	return formatKey(k.ConnectorName, k.AccountKey)
+}
+
 func accountsListFlags(c *cli) {
-	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
+	c.fs.Var((*partFlag)(&c.f.connector), "connector", "only this connector")
 	c.fs.BoolVar(&c.f.pausedOnly, "paused", false, "only paused accounts")
 	c.fs.StringVar(&c.f.after, "after", "", "resume after CONNECTOR/ACCOUNT (printed under a full page)")
 	c.fs.IntVar(&c.f.limit, "limit", 100, "page size (at most 1000)")
@@ -66,7 +79,7 @@ func accountsList(ctx context.Context, c *cli) error {
 	views := make([]accountView, len(accounts))
 	t := table{v: views, header: []string{"ACCOUNT", "CAP", "LIVE CAP", "RATE", "IN FLIGHT", "PAUSED UNTIL"}}
 	for i, a := range accounts {
-		v := accountView{Account: a.AccountKey.String(), MaxInFlight: a.Limits.MaxInFlight, LiveCap: a.LiveCap,
+		v := accountView{Account: accountText(a.AccountKey), MaxInFlight: a.Limits.MaxInFlight, LiveCap: a.LiveCap,
 			Rate: a.Limits.Rate, PeriodSecs: a.Limits.Period.Seconds(), Burst: a.Limits.Burst, Adaptive: a.Limits.Adaptive,
 			Fair: a.Limits.Fair, Ordered: a.Limits.Ordered, InFlight: a.InFlight}
 		paused := "-"
@@ -89,7 +102,7 @@ func accountsList(ctx context.Context, c *cli) error {
 		return err
 	}
 	if len(accounts) == c.f.limit && !c.json {
-		_, err = fmt.Fprintf(c.stdout, "next page: -after %s\n", accounts[len(accounts)-1].AccountKey)
+		_, err = fmt.Fprintf(c.stdout, "next page: -after %s\n", shellQuote(accountText(accounts[len(accounts)-1].AccountKey)))
 	}
 	return err
 }
@@ -133,7 +146,7 @@ func accountsSet(ctx context.Context, c *cli) error {
 	if err := repo.SetAccountLimits(ctx, k, l); err != nil {
 		return err
 	}
-	return c.message(map[string]any{"account": k.String(), "set": true}, fmt.Sprintf("limits of %s set", k))
+	return c.message(map[string]any{"account": accountText(k), "set": true}, fmt.Sprintf("limits of %s set", accountText(k)))
 }
 
 func accountsPauseFlags(c *cli) {
@@ -152,8 +165,8 @@ func accountsPause(ctx context.Context, c *cli) error {
 	if err := repo.PauseAccount(ctx, k, until); err != nil {
 		return err
 	}
-	return c.message(map[string]any{"account": k.String(), "paused_until": until.UTC().Format(time.RFC3339)},
-		fmt.Sprintf("%s paused until %s", k, until.UTC().Format(time.RFC3339)))
+	return c.message(map[string]any{"account": accountText(k), "paused_until": until.UTC().Format(time.RFC3339)},
+		fmt.Sprintf("%s paused until %s", accountText(k), until.UTC().Format(time.RFC3339)))
 }
 
 func accountsResume(ctx context.Context, c *cli) error {
@@ -164,5 +177,5 @@ func accountsResume(ctx context.Context, c *cli) error {
 	if err := repo.ResumeAccount(ctx, k); err != nil {
 		return err
 	}
-	return c.message(map[string]any{"account": k.String(), "resumed": true}, fmt.Sprintf("%s resumed", k))
+	return c.message(map[string]any{"account": accountText(k), "resumed": true}, fmt.Sprintf("%s resumed", accountText(k)))
 }

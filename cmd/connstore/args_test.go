@@ -12,7 +12,7 @@ import (
 func TestCLIDoubleDashEndsFlags(t *testing.T) {
 	forEachDB(t, func(t *testing.T, d database) {
 		record(t, d.repo, "-dash")
-		r := runCLI(t, nil, "-dsn", d.dsn, "ops", "cancel", "--", "did:key:caller", "-dash")
+		r := runCLI(t, nil, "-dsn", d.dsn, "ops", "cancel", "--", "did:key:caller/-dash")
 		require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 		require.Contains(t, r.stdout, "cancelled")
 	})

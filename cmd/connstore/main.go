@@ -55,8 +55,9 @@ commands:
   migrate status                  list migrations and whether each has run
   ops counts                      queue depth per connector, owner and state
   ops list -state S               page through operations in one state
-  ops requeue CALLER OPERATION    drive a dead or reconcile-only operation again
-  ops cancel CALLER OPERATION     give up an attempted operation
+  ops show CALLER/OPERATION       one operation, every column, and its attempt history
+  ops requeue CALLER/OPERATION    drive a dead or reconcile-only operation again
+  ops cancel CALLER/OPERATION     give up an attempted operation
   sync list -connector C          list a connector's sync states
   sync set-status                 change a sync state's status by compare-and-swap
   retention run                   collect finished operations the keep rules allow
@@ -68,5 +69,8 @@ commands:
   serve [-addr 127.0.0.1:8080]    run the web dashboard (read-only unless -actions)
 
 Every command takes -dsn (default $CONNSTORE_DSN) and -json; "connstore
-COMMAND -h" lists a command's own flags.
+COMMAND -h" lists a command's own flags. A key (CALLER/OPERATION,
+CONNECTOR/ACCOUNT) is read as the tables print it: each part as it is, or
+as a Go double-quoted string when it holds white space, control characters
+or (the first part) a slash; in a shell, put it in single quotes.
 `

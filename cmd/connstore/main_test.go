@@ -96,7 +96,10 @@ func TestUsageErrors(t *testing.T) {
 		"group alone":     {args: []string{"-dsn", "x.db", "ops"}, want: "ops needs one of: cancel, counts, list, requeue"},
 		"unknown flag":    {args: []string{"ops", "counts", "-bogus"}, want: "flag provided but not defined"},
 		"no dsn":          {env: []string{"CONNSTORE_DSN="}, args: []string{"ops", "counts"}, want: "no database"},
-		"missing args":    {args: []string{"-dsn", "x.db", "ops", "requeue", "caller"}, want: "takes 2 arguments"},
+		"missing args":    {args: []string{"-dsn", "x.db", "ops", "requeue"}, want: "takes 1 arguments (CALLER/OPERATION), got 0"},
+		"two-part key":    {args: []string{"-dsn", "x.db", "ops", "requeue", "caller", "op"}, want: "takes 1 arguments (CALLER/OPERATION), got 2"},
+		"key, no slash":   {args: []string{"-dsn", "x.db", "ops", "show", "caller"}, want: `"caller" is not CALLER/OPERATION: no slash`},
+		"bad quoting":     {args: []string{"-dsn", "x.db", "ops", "show", `"caller/op`}, want: "its quoted first part does not end"},
 		"help":            {args: []string{"ops", "list", "-h"}, want: "flags"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -206,13 +209,13 @@ func TestOps(t *testing.T) {
 		require.Equal(t, claimed[0].OperationID, dead[0].Operation)
 		require.Contains(t, ok(t, d.dsn, "ops", "list", "-state", "attempted", "-limit", "1", "-after", "did:key:caller/op-1"), "op-2")
 
-		require.Contains(t, ok(t, d.dsn, "ops", "requeue", "did:key:caller", claimed[0].OperationID, "-reset-attempts"), "requeued")
-		fails(t, 1, `"attempted", not one of`, nil, "-dsn", d.dsn, "ops", "requeue", "did:key:caller", claimed[0].OperationID)
-		fails(t, 1, "not found", nil, "-dsn", d.dsn, "ops", "requeue", "did:key:caller", "nope")
+		require.Contains(t, ok(t, d.dsn, "ops", "requeue", "did:key:caller/"+claimed[0].OperationID, "-reset-attempts"), "requeued")
+		fails(t, 1, `"attempted", not one of`, nil, "-dsn", d.dsn, "ops", "requeue", "did:key:caller/"+claimed[0].OperationID)
+		fails(t, 1, "not found", nil, "-dsn", d.dsn, "ops", "requeue", "did:key:caller/nope")
 
 		held := claimed[1].OperationID
-		fails(t, 1, "live lease", nil, "-dsn", d.dsn, "ops", "cancel", "did:key:caller", held)
-		require.Contains(t, ok(t, d.dsn, "ops", "cancel", "did:key:caller", held, "-force"), "cancelled")
+		fails(t, 1, "live lease", nil, "-dsn", d.dsn, "ops", "cancel", "did:key:caller/"+held)
+		require.Contains(t, ok(t, d.dsn, "ops", "cancel", "did:key:caller/"+held, "-force"), "cancelled")
 		op, err := d.repo.GetOperation(t.Context(), repository.OperationKey{CallerDID: "did:key:caller", OperationID: held})
 		require.NoError(t, err)
 		require.Equal(t, models.OperationDead, op.State)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/connstore/connstore/models"
@@ -11,8 +10,8 @@ import (
 )
 
 func opsCountsFlags(c *cli) {
-	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
-	c.fs.StringVar(&c.f.owner, "owner", "", "only this owner DID")
+	c.fs.Var((*partFlag)(&c.f.connector), "connector", "only this connector")
+	c.fs.Var((*partFlag)(&c.f.owner), "owner", "only this owner DID")
 	c.fs.StringVar(&c.f.states, "states", "", "comma-separated states (default attempted,dead,reconcile_only)")
 	c.fs.DurationVar(&c.f.overdueAfter, "overdue-after", repository.DefaultOverdueAfter, "due and unclaimed this long counts as overdue")
 }
@@ -53,8 +52,8 @@ func opsListFlags(c *cli) {
 	c.fs.StringVar(&c.f.state, "state", "", "the state listed: attempted, dead, reconcile_only or committed")
 	c.fs.BoolVar(&c.f.overdue, "overdue", false, "only attempted operations due and unclaimed for over -overdue-after")
 	c.fs.DurationVar(&c.f.overdueAfter, "overdue-after", repository.DefaultOverdueAfter, "see -overdue")
-	c.fs.StringVar(&c.f.connector, "connector", "", "only this connector")
-	c.fs.StringVar(&c.f.owner, "owner", "", "only this owner DID")
+	c.fs.Var((*partFlag)(&c.f.connector), "connector", "only this connector")
+	c.fs.Var((*partFlag)(&c.f.owner), "owner", "only this owner DID")
 	c.fs.StringVar(&c.f.after, "after", "", "resume after CALLER/OPERATION (printed under a full page)")
 	c.fs.Int64Var(&c.f.afterDue, "after-due", 0, "with -overdue -after: the due time (epoch ms) printed with it")
 	c.fs.IntVar(&c.f.limit, "limit", 50, "page size")
@@ -62,6 +61,9 @@ func opsListFlags(c *cli) {
 
 // opView is one operation as JSON.
 type opView struct {
+	// Key is the operation's key as the table prints it and every command
+	// that takes a key reads it.
+	Key            string      `json:"key"`
 	Caller         string      `json:"caller_did"`
 	Operation      string      `json:"operation_id"`
 	Connector      string      `json:"connector"`
@@ -82,7 +84,7 @@ type opView struct {
 }
 
 func viewOf(op *models.Operation) opView {
-	return opView{op.CallerDID, op.OperationID, op.ConnectorName, op.OwnerDID, op.Model, op.Op, op.State, op.Attempts,
+	return opView{opKeyText(op.CallerDID, op.OperationID), op.CallerDID, op.OperationID, op.ConnectorName, op.OwnerDID, op.Model, op.Op, op.State, op.Attempts,
 		op.NextAttemptAt, op.LastKind, op.LastHTTPStatus, op.DocumentID, op.LeaseExpiresAt, repository.CursorAfter(op).DueAt,
 		op.ResultEntity, op.CreatedAt, op.UpdatedAt}
 }
@@ -91,17 +93,29 @@ var opHeader = []string{"CALLER/OPERATION", "CONNECTOR", "OWNER", "STATE", "ATTE
 
 func opRow(op *models.Operation) []string {
 	updated := op.UpdatedAt
-	return []string{op.CallerDID + "/" + op.OperationID, op.ConnectorName, op.OwnerDID, op.State, itoa(op.Attempts),
-		str(op.LastKind), num(op.LastHTTPStatus), millis(op.NextAttemptAt), millis(&updated)}
+	return []string{opKeyText(op.CallerDID, op.OperationID), quotePart(op.ConnectorName, false), quotePart(op.OwnerDID, false),
+		op.State, itoa(op.Attempts), cell(str(op.LastKind)), num(op.LastHTTPStatus), millis(op.NextAttemptAt), millis(&updated)}
+}
+
+// opKeyText is an operation's key as the CLI prints it (keys.go).
+func opKeyText(caller, id string) string { return formatKey(caller, id) }
+
+// opKeyArg reads an operation's key as the CLI prints it.
+func opKeyArg(s string) (repository.OperationKey, error) {
+	caller, id, err := parseKey(s, "CALLER/OPERATION")
+	if err == nil && id == "" {
+		err = fmt.Errorf("%w: %q is not CALLER/OPERATION: the operation id is empty", errUsage, s)
+	}
+	return repository.OperationKey{CallerDID: caller, OperationID: id}, err
 }
 
 func opsList(ctx context.Context, c *cli) error {
 	p := repository.ListByStateParams{State: c.f.state, Overdue: c.f.overdue, OverdueAfter: c.f.overdueAfter,
 		ConnectorName: c.f.connector, OwnerDID: c.f.owner, Limit: c.f.limit}
 	if c.f.after != "" {
-		caller, op, ok := strings.Cut(c.f.after, "/")
-		if !ok || caller == "" || op == "" {
-			return fmt.Errorf("%w: -after %q is not CALLER/OPERATION", errUsage, c.f.after)
+		after, err := opKeyArg(c.f.after)
+		if err != nil {
+			return fmt.Errorf("-after: %w", err)
 		}
 		// The overdue listing pages by due time as well: a row's due time
 		// moves when it is claimed, so it must come from the page that
@@ -109,8 +123,7 @@ func opsList(ctx context.Context, c *cli) error {
 		if c.f.overdue && c.f.afterDue == 0 {
 			return fmt.Errorf("%w: -overdue -after needs -after-due, printed with the previous page", errUsage)
 		}
-		p.After = &repository.ListCursor{OperationKey: repository.OperationKey{CallerDID: caller, OperationID: op},
-			DueAt: c.f.afterDue}
+		p.After = &repository.ListCursor{OperationKey: after, DueAt: c.f.afterDue}
 	}
 	repo, err := c.repo()
 	if err != nil {
@@ -131,7 +144,7 @@ func opsList(ctx context.Context, c *cli) error {
 	}
 	// A full page: say how to get the next one (JSON carries due_at).
 	last := repository.CursorAfter(&ops[len(ops)-1])
-	next := fmt.Sprintf("next page: -after '%s/%s'", last.CallerDID, last.OperationID)
+	next := "next page: -after " + shellQuote(opKeyText(last.CallerDID, last.OperationID))
 	if p.Overdue {
 		next += fmt.Sprintf(" -after-due %d", last.DueAt)
 	}
@@ -148,13 +161,16 @@ func opsRequeue(ctx context.Context, c *cli) error {
 	if err != nil {
 		return err
 	}
-	op, err := repo.RequeueOperation(ctx, repository.RequeueParams{ResetAttempts: c.f.resetAttempts,
-		OperationKey: repository.OperationKey{CallerDID: c.positional[0], OperationID: c.positional[1]}})
+	k, err := opKeyArg(c.positional[0])
 	if err != nil {
 		return err
 	}
-	return c.message(viewOf(op), fmt.Sprintf("requeued %s/%s: attempted, due now, %d attempts so far",
-		op.CallerDID, op.OperationID, op.Attempts))
+	op, err := repo.RequeueOperation(ctx, repository.RequeueParams{ResetAttempts: c.f.resetAttempts, OperationKey: k})
+	if err != nil {
+		return err
+	}
+	return c.message(viewOf(op), fmt.Sprintf("requeued %s: attempted, due now, %d attempts so far",
+		opKeyText(op.CallerDID, op.OperationID), op.Attempts))
 }
 
 func opsCancelFlags(c *cli) {
@@ -166,10 +182,82 @@ func opsCancel(ctx context.Context, c *cli) error {
 	if err != nil {
 		return err
 	}
-	op, err := repo.CancelOperation(ctx, repository.CancelParams{Force: c.f.force,
-		OperationKey: repository.OperationKey{CallerDID: c.positional[0], OperationID: c.positional[1]}})
+	k, err := opKeyArg(c.positional[0])
 	if err != nil {
 		return err
 	}
-	return c.message(viewOf(op), fmt.Sprintf("cancelled %s/%s: dead, last kind %s", op.CallerDID, op.OperationID, repository.CancelledKind))
+	op, err := repo.CancelOperation(ctx, repository.CancelParams{Force: c.f.force, OperationKey: k})
+	if err != nil {
+		return err
+	}
+	return c.message(viewOf(op), fmt.Sprintf("cancelled %s: dead, last kind %s", opKeyText(op.CallerDID, op.OperationID), repository.CancelledKind))
+}
+
+// attemptView is one answer of an operation's history as JSON.
+type attemptView struct {
+	At         string  `json:"at"`
+	Attempts   int64   `json:"attempts"`
+	State      string  `json:"state"`
+	Kind       *string `json:"kind"`
+	HTTPStatus *int64  `json:"http_status"`
+	Message    *string `json:"message"`
+}
+
+// showView is "ops show" as JSON: the operation and its history.
+type showView struct {
+	opView
+	LastMessage *string       `json:"last_message"`
+	History     []attemptView `json:"history"`
+}
+
+// opsShow prints one operation, every column, and its attempt history
+// (newest first).
+func opsShow(ctx context.Context, c *cli) error {
+	k, err := opKeyArg(c.positional[0])
+	if err != nil {
+		return err
+	}
+	repo, err := c.repo()
+	if err != nil {
+		return err
+	}
+	op, err := repo.GetOperation(ctx, k)
+	if err != nil {
+		return err
+	}
+	hist, err := repo.OperationAttempts(ctx, k)
+	if err != nil {
+		return err
+	}
+	v := showView{opView: viewOf(op), LastMessage: op.LastMessage, History: make([]attemptView, len(hist))}
+	for i, h := range hist {
+		v.History[i] = attemptView{millis(&h.At), h.Attempts, h.State, h.Kind, h.HTTPStatus, h.Message}
+	}
+	if c.json {
+		return c.print(table{v: v})
+	}
+	fields := table{header: []string{"FIELD", "VALUE"}, rows: [][]string{
+		{"key", v.Key}, {"connector", quotePart(op.ConnectorName, false)}, {"owner", quotePart(op.OwnerDID, false)},
+		{"account", quotePart(op.AccountKey, false)}, {"model", cell(op.Model)}, {"op", cell(op.Op)},
+		{"state", op.State}, {"attempts", itoa(op.Attempts)}, {"next attempt", millis(op.NextAttemptAt)},
+		{"lease until", millis(op.LeaseExpiresAt)}, {"last kind", cell(str(op.LastKind))},
+		{"last HTTP status", num(op.LastHTTPStatus)}, {"last message", cell(str(op.LastMessage))},
+		{"last answer at", millis(op.LastAnswerAt)}, {"document", cell(str(op.DocumentID))},
+		{"created", millis(&op.CreatedAt)}, {"updated", millis(&op.UpdatedAt)},
+	}}
+	if err := c.print(fields); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(c.stdout); err != nil {
+		return err
+	}
+	if len(hist) == 0 {
+		_, err = fmt.Fprintln(c.stdout, "no answers recorded")
+		return err
+	}
+	t := table{header: []string{"AT", "ATTEMPTS", "STATE", "KIND", "HTTP", "MESSAGE"}}
+	for _, h := range v.History {
+		t.rows = append(t.rows, []string{h.At, itoa(h.Attempts), h.State, cell(str(h.Kind)), num(h.HTTPStatus), cell(str(h.Message))})
+	}
+	return c.print(t)
 }

@@ -9,8 +9,8 @@ import (
 )
 
 func syncListFlags(c *cli) {
-	c.fs.StringVar(&c.f.connector, "connector", "", "the connector whose sync states are listed (required)")
-	c.fs.StringVar(&c.f.after, "after", "", "resume after this owner DID (the last line of the previous page)")
+	c.fs.Var((*partFlag)(&c.f.connector), "connector", "the connector whose sync states are listed (required)")
+	c.fs.Var((*partFlag)(&c.f.after), "after", "resume after this owner DID, as the last line of the previous page printed it")
 	c.fs.IntVar(&c.f.limit, "limit", 50, "page size")
 }
 
@@ -48,15 +48,15 @@ func syncList(ctx context.Context, c *cli) error {
 	t := table{v: views, header: []string{"CONNECTOR", "OWNER", "STATUS", "ENTITIES", "LAST SYNCED", "ERROR"}}
 	for i := range rows {
 		views[i] = syncViewOf(&rows[i])
-		t.rows = append(t.rows, []string{rows[i].ConnectorName, rows[i].OwnerDID, rows[i].Status,
-			itoa(rows[i].EntityCount), rows[i].LastSyncedAt, str(rows[i].Error)})
+		t.rows = append(t.rows, []string{quotePart(rows[i].ConnectorName, false), quotePart(rows[i].OwnerDID, false), rows[i].Status,
+			itoa(rows[i].EntityCount), cell(rows[i].LastSyncedAt), cell(str(rows[i].Error))})
 	}
 	return c.print(t)
 }
 
 func syncSetStatusFlags(c *cli) {
-	c.fs.StringVar(&c.f.connector, "connector", "", "connector (required)")
-	c.fs.StringVar(&c.f.owner, "owner", "", "owner DID (required)")
+	c.fs.Var((*partFlag)(&c.f.connector), "connector", "connector (required)")
+	c.fs.Var((*partFlag)(&c.f.owner), "owner", "owner DID (required)")
 	c.fs.StringVar(&c.f.status, "status", "", "new status: idle, syncing or error (required)")
 	c.fs.StringVar(&c.f.errText, "error", "", "error message stored with the status (empty clears it)")
 	c.fs.StringVar(&c.f.ifStatus, "if-status", "", "comma-separated statuses the row must hold, else nothing changes")
