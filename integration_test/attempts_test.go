@@ -3,6 +3,7 @@ package integrationtest
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -227,5 +228,68 @@ func TestAttemptHistoryIsBoundedCleanedAndLeavesWithItsOperation(t *testing.T) {
 		require.ErrorIs(t, err, repository.ErrNotFound, "collected")
 		require.Zero(t, count(t, e.db, &models.OperationAttempt{}, "operation_id IN ?", []string{"b1", "b2"}))
 		require.NotZero(t, count(t, e.db, &models.OperationAttempt{}, "operation_id = ?", "flaky"), "a live operation keeps its own")
+	})
+}
+
+// TestTwoAnswersInOneMillisecondAreTwo: a failure and then a pause of the
+// same operation in one millisecond (a backoff under a millisecond) are
+// two answers in the history, the newest the journal's own.
+func TestTwoAnswersInOneMillisecondAreTwo(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		repo, err := repository.New(e.db, repository.Options{NowFunc: e.clock.Now, NewIDFunc: e.ids.Next,
+			Backoff: &repository.ExponentialBackoff{Base: time.Microsecond, Max: time.Microsecond, MaxAttempts: 100}})
+		require.NoError(t, err)
+		recordOp(t, e, "caller", "op")
+		ops, err := repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, ops, 1)
+		_, err = repo.RecordOperationFailure(ctx(t), repository.FailureParams{Fence: repository.FenceOf(&ops[0]),
+			Kind: "http", HTTPStatus: status(503), Message: "down"})
+		require.NoError(t, err)
+		ops, err = repo.ClaimOperations(ctx(t), repository.ClaimParams{Limit: 1, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, ops, 1, "due again at once")
+		_, err = repo.SnoozeOperations(ctx(t), []repository.SnoozeParams{{Fence: repository.FenceOf(&ops[0]),
+			Until: e.clock.Now().Add(time.Minute), PauseAccount: true, Kind: "rate_limited", HTTPStatus: status(429)}})
+		require.NoError(t, err)
+		require.Equal(t, "rate_limited", *snapshot(t, e, "caller", "op").LastKind)
+		h := history(t, repo, "caller", "op")
+		require.Len(t, h, 2, "both answers kept")
+		require.Equal(t, []string{"rate_limited", "http"}, []string{*h[0].Kind, *h[1].Kind})
+
+		// An application's own write of the row as read adds none.
+		op := snapshot(t, e, "caller", "op")
+		require.NoError(t, e.db.Model(&models.Operation{}).Where("caller_did = ? AND operation_id = ?", "caller", "op").
+			Updates(map[string]any{"last_answer_at": *op.LastAnswerAt, "last_kind": *op.LastKind}).Error)
+		require.Len(t, history(t, repo, "caller", "op"), 2)
+	})
+}
+
+// TestClaimAfterCancelAndRequeueIsNotFirst: an operation claimed, force
+// cancelled and requeued with its attempts reset is not reported as a
+// first claim (its pickup would count the time it lay dead).
+func TestClaimAfterCancelAndRequeueIsNotFirst(t *testing.T) {
+	t.Parallel()
+	forEachDB(t, func(t *testing.T, e *env) {
+		recordOp(t, e, "caller", "op-1")
+		e.clock.Advance(time.Second)
+		require.Len(t, claim(t, e, 1, time.Minute), 1)
+		key := repository.OperationKey{CallerDID: "caller", OperationID: "op-1"}
+		_, err := e.repo.CancelOperation(ctx(t), repository.CancelParams{OperationKey: key, Force: true})
+		require.NoError(t, err)
+		e.clock.Advance(24 * time.Hour)
+		_, err = e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: key, ResetAttempts: true})
+		require.NoError(t, err)
+		var mu sync.Mutex
+		var got []worker.Finished
+		pool, err := worker.New(e.repo, worker.Config{Concurrency: 1,
+			Handler:    func(context.Context, *models.Operation) worker.Result { return worker.Commit(nil, nil, nil) },
+			OnFinished: func(f worker.Finished) { mu.Lock(); got = append(got, f); mu.Unlock() }})
+		require.NoError(t, err)
+		runPool(t, pool, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 1 })
+		mu.Lock()
+		defer mu.Unlock()
+		require.False(t, got[0].FirstClaim, "claimed before its cancel; pickup %v", got[0].Pickup)
 	})
 }

@@ -12,12 +12,15 @@ import (
 const attemptTable = "kubun_connector_operation_attempt"
 
 // answerChanged is, for a row OLD that becomes NEW in a statement that sets
-// last_answer_at, whether the statement gave it a new answer: its time
-// moved, or the attempt counted or the state changed with it (two answers
-// in one millisecond). A batch that answers some of its rows and not
-// others (a pause beside a plain snooze) sets the column on every row, the
-// others to what they had: those change none of the three.
+// last_answer_at, whether the statement gave it a new answer. Every
+// statement of the repository's that names the column answers each of its
+// rows (a batch of snoozes puts its pauses in a statement of their own),
+// and each answer either ends a lease, whose token is new
+// (ended_lease_token), or changes the state (a cancel): so two answers in
+// one millisecond are two rows. The other terms keep an application's own
+// write of the same values (gorm's Save of a row as read) from adding one.
 const answerChanged = `NEW.last_answer_at IS NOT NULL AND (NEW.last_answer_at IS DISTINCT FROM OLD.last_answer_at
+	OR NEW.ended_lease_token IS DISTINCT FROM OLD.ended_lease_token
 	OR NEW.attempts IS DISTINCT FROM OLD.attempts OR NEW.state IS DISTINCT FROM OLD.state)`
 
 // keepNewest deletes the answers of NEW's operation older than the newest

@@ -62,16 +62,38 @@ func (r *Repository) RequeueOperation(ctx context.Context, p RequeueParams) (_ *
 	if err := p.validate(); err != nil {
 		return nil, fmt.Errorf("requeue operation: %w", err)
 	}
+	set := r.requeueSet(p.ResetAttempts)
+	return r.operatorWrite(ctx, "requeue", p.OperationKey,
+		[]string{models.OperationDead, models.OperationReconcileOnly}, nil, set)
+}
+
+// requeueSet is what a requeue writes: attempted, due now, no lease, no
+// last answer; attempts zero with reset.
+func (r *Repository) requeueSet(reset bool) map[string]any {
 	set := map[string]any{
 		"state": models.OperationAttempted, "next_attempt_at": r.nowMillis(), "updated_at": r.nowMillis(),
 		"lease_token": nil, "lease_expires_at": nil,
 	}
-	if p.ResetAttempts {
+	if reset {
 		set["attempts"] = 0
 	}
 	fence.ClearAnswer(set)
-	return r.operatorWrite(ctx, "requeue", p.OperationKey,
-		[]string{models.OperationDead, models.OperationReconcileOnly}, nil, set)
+	return set
+}
+
+// cancelSet is what a cancel writes: dead with the cancel as its answer,
+// no lease.
+func (r *Repository) cancelSet() map[string]any {
+	// ended_lease_token is "", not the holder's token: a holder's retry
+	// must never read the cancel as a replay of its own write, and no lease
+	// token is empty. Not NULL either: the operation was ended, so its next
+	// claim (after a requeue) is not its first (worker.Finished).
+	set := map[string]any{
+		"state": models.OperationDead, "next_attempt_at": nil,
+		"lease_token": nil, "lease_expires_at": nil, "ended_lease_token": "", "updated_at": r.nowMillis(),
+	}
+	fence.AnswerOf(CancelledKind, r.nowMillis()).Set(set)
+	return set
 }
 
 // CancelParams asks for an attempted operation to be given up.
@@ -105,15 +127,7 @@ func (r *Repository) CancelOperation(ctx context.Context, p CancelParams) (_ *mo
 	if !p.Force {
 		guard = scopes.LeaseFreeAt(r.leaseNow())
 	}
-	// ended_lease_token is cleared, not set to the holder's token: a
-	// holder's retry must never read the cancel as a replay of its own
-	// write.
-	set := map[string]any{
-		"state": models.OperationDead, "next_attempt_at": nil,
-		"lease_token": nil, "lease_expires_at": nil, "ended_lease_token": nil, "updated_at": r.nowMillis(),
-	}
-	fence.AnswerOf(CancelledKind, r.nowMillis()).Set(set)
-	return r.operatorWrite(ctx, "cancel", p.OperationKey, []string{models.OperationAttempted}, guard, set)
+	return r.operatorWrite(ctx, "cancel", p.OperationKey, []string{models.OperationAttempted}, guard, r.cancelSet())
 }
 
 // operatorWrite applies set to the operation when its state is one of from

@@ -80,17 +80,39 @@ func (r *Repository) SnoozeOperation(ctx context.Context, p SnoozeParams) (_ *Fe
 func (r *Repository) SnoozeOperations(ctx context.Context, ps []SnoozeParams) (_ []BatchOutcome, err error) {
 	ctx, end := r.start(ctx, "SnoozeOperations")
 	defer end(&err)
-	ws := make([]fence.Write, len(ps))
+	// Pauses and plain snoozes go in statements of their own: a pause sets
+	// the last answer, and a statement that set it on some rows only
+	// would name the column for all (see migration 0023's trigger).
+	var pauses, plain []fence.Write
+	fences := make([]Fence, len(ps))
+	seen := map[opKey]bool{}
 	for i, p := range ps {
 		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("snooze operations: item %d: %w", i, err)
 		}
-		ws[i] = snoozeWrite(p, r.nowMillis())
+		if seen[keyOf(p.Fence)] {
+			return nil, fmt.Errorf("snooze operations: %w", invalid("operation %s appears twice", p.Fence))
+		}
+		seen[keyOf(p.Fence)] = true
+		fences[i] = p.Fence
+		if p.PauseAccount {
+			pauses = append(pauses, snoozeWrite(p, r.nowMillis()))
+		} else {
+			plain = append(plain, snoozeWrite(p, r.nowMillis()))
+		}
 	}
-	out, err := r.batchFenced(ctx, "snooze operations", ws)
-	if err != nil {
-		return nil, err
+	var all []BatchOutcome
+	for _, ws := range [][]fence.Write{plain, pauses} {
+		out, err := r.batchFenced(ctx, "snooze operations", ws)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, out...)
 	}
+	// Validated before either statement: bad input writes nothing. A
+	// failure of the second after the first landed is retried whole, and
+	// the first's rows are then replays.
+	out := inOrder(fences, all)
 	for i, p := range ps {
 		if o := out[i]; p.PauseAccount && o.Err == nil && !o.Write.Replay {
 			if err := r.pause(ctx, AccountKey{o.Write.ConnectorName, o.Write.AccountKey}, p.Until.UnixMilli(), true); err != nil {

@@ -90,8 +90,9 @@ func Dead(kind string, httpStatus *int64) Result {
 // RetryAt, PauseAccount, Dead): the provider's error, what to fix. It is
 // stored cleaned (control characters and runs of white space made one
 // space) and cut to 500 bytes, as the operation's last message and in its
-// attempt history. A Commit, a Snooze or a ReconcileOnly records no
-// answer, and their message is dropped.
+// attempt history. A Commit and a Snooze record no answer, and a
+// ReconcileOnly records its end without a kind or message: their message
+// is dropped.
 func (r Result) WithMessage(msg string) Result {
 	r.message = msg
 	return r

@@ -42,6 +42,9 @@ type flagValues struct {
 	maxInFlight, rate, burst, growAfter int64
 	period                              time.Duration
 	adaptive, fair, ordered, pausedOnly bool
+	// bulk
+	account, before string
+	dryRun, every   bool
 	// serve
 	addr            string
 	public, actions bool

@@ -58,6 +58,8 @@ commands:
   ops show CALLER/OPERATION       one operation, every column, and its attempt history
   ops requeue CALLER/OPERATION    drive a dead or reconcile-only operation again
   ops cancel CALLER/OPERATION     give up an attempted operation
+  ops requeue-matching            requeue the dead operations a filter matches (-dry-run counts)
+  ops cancel-matching             cancel the attempted operations a filter matches, never under a live lease
   sync list -connector C          list a connector's sync states
   sync set-status                 change a sync state's status by compare-and-swap
   retention run                   collect finished operations the keep rules allow

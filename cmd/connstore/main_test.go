@@ -93,7 +93,7 @@ func TestUsageErrors(t *testing.T) {
 		"unknown command": {args: []string{"-dsn", "x.db", "ops", "explode"}, want: `unknown command "ops explode"`},
 		"no command":      {args: []string{"-dsn", "x.db"}, want: "a command is required"},
 		"unknown group":   {args: []string{"-dsn", "x.db", "frob"}, want: `unknown command "frob"`},
-		"group alone":     {args: []string{"-dsn", "x.db", "ops"}, want: "ops needs one of: cancel, counts, list, requeue"},
+		"group alone":     {args: []string{"-dsn", "x.db", "ops"}, want: "ops needs one of: cancel, cancel-matching, counts, list, requeue, requeue-matching, show"},
 		"unknown flag":    {args: []string{"ops", "counts", "-bogus"}, want: "flag provided but not defined"},
 		"no dsn":          {env: []string{"CONNSTORE_DSN="}, args: []string{"ops", "counts"}, want: "no database"},
 		"missing args":    {args: []string{"-dsn", "x.db", "ops", "requeue"}, want: "takes 1 arguments (CALLER/OPERATION), got 0"},

@@ -63,13 +63,20 @@ func Message(s string) string {
 			b.WriteByte(' ')
 			space = false
 		}
-		if b.Len()+utf8.RuneLen(r) > MaxMessageBytes-len("…") {
-			b.WriteString("…")
-			break
-		}
 		b.WriteRune(r)
+		if b.Len() > 4*MaxMessageBytes {
+			break // enough to know it is cut; the rest is never read
+		}
 	}
-	return b.String()
+	out := b.String()
+	if len(out) <= MaxMessageBytes {
+		return out
+	}
+	cut := MaxMessageBytes - len("…")
+	for !utf8.RuneStart(out[cut]) {
+		cut--
+	}
+	return strings.TrimRight(out[:cut], " ") + "…"
 }
 
 func optional(s string) *string {
