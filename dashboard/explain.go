@@ -41,6 +41,9 @@ func explain(op *models.Operation, now time.Time) []string {
 		if op.LastHTTPStatus != nil {
 			answer = fmt.Sprintf("%s HTTP %d", answer, *op.LastHTTPStatus)
 		}
+		if op.LastMessage != nil {
+			answer += ": " + *op.LastMessage
+		}
 		why = append(why, "Last answer: "+answer+".")
 	}
 	if op.Flow {

@@ -130,6 +130,8 @@ type operationData struct {
 	// CanRequeue and CanCancel say which actions its state allows.
 	CanRequeue bool `json:"can_requeue"`
 	CanCancel  bool `json:"can_cancel"`
+	// History is its answers, newest first (OperationAttempts).
+	History []models.OperationAttempt `json:"history"`
 }
 
 func (d *dashboard) operation(w http.ResponseWriter, r *http.Request) {
@@ -147,10 +149,15 @@ func (d *dashboard) operation(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	hist, err := d.repo.OperationAttempts(r.Context(), repository.OperationKey{CallerDID: op.CallerDID, OperationID: op.OperationID})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	now := d.repo.Now()
 	d.render(w, r, "operation", "Operation", operationData{Now: now, Operation: viewOf(*op), Why: explain(op, now),
 		CanRequeue: op.State == models.OperationDead || op.State == models.OperationReconcileOnly,
-		CanCancel:  op.State == models.OperationAttempted})
+		CanCancel:  op.State == models.OperationAttempted, History: hist})
 }
 
 // accountsData is a page of the accounts under flow control.

@@ -32,6 +32,8 @@ type opView struct {
 	NextAttemptAt  *int64          `json:"next_attempt_at,omitempty"`
 	LastKind       *string         `json:"last_kind,omitempty"`
 	LastHTTPStatus *int64          `json:"last_http_status,omitempty"`
+	LastMessage    *string         `json:"last_message,omitempty"`
+	LastAnswerAt   *int64          `json:"last_answer_at,omitempty"`
 	Leased         bool            `json:"leased"`
 	LeaseExpiresAt *int64          `json:"lease_expires_at,omitempty"`
 	Weight         int64           `json:"weight"`
@@ -46,7 +48,7 @@ func viewOf(op models.Operation) opView {
 		ConnectorName: op.ConnectorName, AccountKey: op.AccountKey, Model: op.Model, Op: op.Op, Target: op.Target,
 		NodeKey: op.NodeKey, SourceID: op.SourceID, DocumentID: op.DocumentID, State: op.State, Attempts: op.Attempts,
 		NextAttemptAt: op.NextAttemptAt, LastKind: op.LastKind, LastHTTPStatus: op.LastHTTPStatus,
-		Leased: op.LeaseToken != nil, LeaseExpiresAt: op.LeaseExpiresAt, Weight: op.Weight, Flow: op.Flow,
+		LastMessage: op.LastMessage, LastAnswerAt: op.LastAnswerAt, Leased: op.LeaseToken != nil, LeaseExpiresAt: op.LeaseExpiresAt, Weight: op.Weight, Flow: op.Flow,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt}
 	if json.Valid(op.ReissueIntent) {
 		v.ReissueIntent = json.RawMessage(op.ReissueIntent)
