@@ -42,7 +42,8 @@ func TestRequeueOperation(t *testing.T) {
 		dead := deadOp(t, e, "caller", "a")
 		require.Equal(t, int64(1), dead.Attempts)
 
-		// Kept attempts: back to attempted, due now, history kept.
+		// Kept attempts: back to attempted, due now, the last answer
+		// cleared (the history keeps it).
 		e.clock.Advance(time.Minute)
 		op, err := e.repo.RequeueOperation(ctx(t), repository.RequeueParams{OperationKey: repository.OperationKey{CallerDID: "caller", OperationID: "a"}})
 		require.NoError(t, err)
@@ -50,8 +51,14 @@ func TestRequeueOperation(t *testing.T) {
 		require.Equal(t, int64(1), op.Attempts)
 		require.Equal(t, e.clock.Millis(), *op.NextAttemptAt)
 		require.Nil(t, op.LeaseToken)
-		require.Equal(t, "http", *op.LastKind)
-		require.Equal(t, int64(503), *op.LastHTTPStatus)
+		require.Nil(t, op.LastKind)
+		require.Nil(t, op.LastHTTPStatus)
+		hist, err := e.repo.OperationAttempts(ctx(t), repository.OperationKey{CallerDID: "caller", OperationID: "a"})
+		require.NoError(t, err)
+		require.Len(t, hist, 2, "the failure and the end as dead")
+		require.Equal(t, models.OperationDead, hist[0].State)
+		require.Equal(t, "http", *hist[1].Kind)
+		require.Equal(t, int64(503), *hist[1].HTTPStatus)
 		require.Greater(t, op.Version, dead.Version)
 		stored := snapshot(t, e, "caller", "a")
 		require.Equal(t, *op, stored)

@@ -34,8 +34,14 @@ func recordOp(t *testing.T, e *env, caller, id string) *models.Operation {
 func seedOps(t *testing.T, e *env, rows []models.Operation) {
 	t.Helper()
 	q := e.db
-	if !e.db.Migrator().HasColumn(&models.Operation{}, "weight") {
-		q = q.Omit("weight")
+	var missing []string // gorm's Omit replaces, so one call
+	for _, col := range []string{"weight", "last_message", "last_answer_at"} {
+		if !e.db.Migrator().HasColumn(&models.Operation{}, col) {
+			missing = append(missing, col)
+		}
+	}
+	if len(missing) > 0 {
+		q = q.Omit(missing...)
 	}
 	require.NoError(t, q.CreateInBatches(slices.Clone(rows), 500).Error)
 }

@@ -86,9 +86,14 @@ func (r *Repository) CancelMatching(ctx context.Context, p BulkParams) (_ *BulkR
 	if p.State != models.OperationAttempted {
 		return nil, fmt.Errorf("cancel matching: %w", invalid("state %q: only attempted operations are cancelled", p.State))
 	}
-	now := r.nowMillis()
-	held := func(op *models.Operation) bool {
-		return op.LeaseToken != nil && op.LeaseExpiresAt != nil && *op.LeaseExpiresAt >= now
+	// Held is counted by the lease clock, as the write's guard decides;
+	// on the database's clock only the write decides (a row it leaves is
+	// counted Moved).
+	var held func(op *models.Operation) bool
+	if now, ok := r.leaseNow().(int64); ok {
+		held = func(op *models.Operation) bool {
+			return op.LeaseToken != nil && op.LeaseExpiresAt != nil && *op.LeaseExpiresAt >= now
+		}
 	}
 	guard := func(q *gorm.DB) *gorm.DB { return q.Scopes(scopes.LeaseFreeAt(r.leaseNow())) }
 	return r.bulk(ctx, "cancel matching", p, held, guard, r.cancelSet())

@@ -89,7 +89,7 @@ func (c *cli) runBulk(ctx context.Context, verb string, call func(repository.Bul
 		text += fmt.Sprintf("; %d moved by others since read, left alone", total.Moved)
 	}
 	if total.More {
-		text += fmt.Sprintf("; more match: run again (or pass -all); each call matches at most %d", p.Limit)
+		text += fmt.Sprintf("; more may match: pass -all to go on past the first %d (each call matches at most -limit)", p.Limit)
 	}
 	return c.message(total, text)
 }

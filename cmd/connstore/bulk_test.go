@@ -31,7 +31,7 @@ func TestBulkCommands(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(5), counts[0].Count, "a dry run changes nothing")
 
-		require.Contains(t, ok(t, d.dsn, "ops", "requeue-matching", "-limit", "2", "-account", "acct"), "requeue 2 of 2 matched; more match")
+		require.Contains(t, ok(t, d.dsn, "ops", "requeue-matching", "-limit", "2", "-account", "acct"), "requeue 2 of 2 matched; more may match: pass -all")
 		var total bulkTotal
 		require.NoError(t, json.Unmarshal([]byte(ok(t, d.dsn, "-json", "ops", "requeue-matching", "-limit", "2", "-all", "-reset-attempts")), &total))
 		require.Equal(t, bulkTotal{Matched: 3, Changed: 3, Calls: 2}, total)
