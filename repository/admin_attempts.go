@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/connstore/connstore/models"
+	"github.com/connstore/connstore/scopes"
 )
 
 // OperationAttempts returns the operation's attempt history, newest first:
@@ -25,7 +26,7 @@ func (r *Repository) OperationAttempts(ctx context.Context, k OperationKey) (_ [
 		return nil, fmt.Errorf("operation attempts: %w", err)
 	}
 	var rows []models.OperationAttempt
-	err = r.base(ctx).Clauses(toPrimary{}).Where("caller_did = ? AND operation_id = ?", k.CallerDID, k.OperationID).
+	err = r.base(ctx).Clauses(toPrimary{}).Scopes(scopes.Caller(k.CallerDID), scopes.Eq("operation_id", k.OperationID)).
 		Order("id DESC").Limit(models.AttemptHistoryLimit).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("operation attempts %s: %w", k, err)

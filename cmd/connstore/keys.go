@@ -56,7 +56,7 @@ func splitKey(s, what string) (first, rawSecond string, err error) {
 	bad := func(why string) (string, string, error) {
 		return "", "", fmt.Errorf("%w: %q is not %s: %s", errUsage, s, what, why)
 	}
-	rest := s
+	var rest string
 	if strings.HasPrefix(s, `"`) {
 		q, err := strconv.QuotedPrefix(s)
 		if err != nil {
