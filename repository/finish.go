@@ -119,7 +119,7 @@ func (r *Repository) finishWrite(p FinishParams, state string) fence.Write {
 // requireStatus refuses an HTTP status outside 100–599.
 func requireStatus(status *int64) error {
 	if status != nil && (*status < 100 || *status > 599) {
-		return invalid("HTTP status %d out of range", *status)
+		return invalid("HTTP status %d is not 100–599", *status)
 	}
 	return nil
 }

@@ -50,8 +50,8 @@ func (p SnoozeParams) Validate() error {
 	if p.PauseAccount && p.Kind == "" {
 		return fmt.Errorf("snooze: %w", invalid("PauseAccount needs a kind (the provider's answer)"))
 	}
-	if p.HTTPStatus != nil && (*p.HTTPStatus < 100 || *p.HTTPStatus > 599) {
-		return fmt.Errorf("snooze: %w", invalid("HTTP status %d is not 100–599", *p.HTTPStatus))
+	if err := requireStatus(p.HTTPStatus); err != nil {
+		return fmt.Errorf("snooze: %w", err)
 	}
 	return nil
 }
