@@ -108,7 +108,7 @@ func TestMigrateAdoptsTypeScriptSchema(t *testing.T) {
 					AND table_name = 'kubun_connector_sync_state' AND column_name = 'version'`).Scan(&typ).Error)
 				require.Equal(t, "bigint", typ, "widened")
 			}
-			require.Len(t, indexes(t, kind, db), map[string]int{pgKind: 31, sqlitekind: 19}[kind])
+			require.Len(t, indexes(t, kind, db), map[string]int{pgKind: 33, sqlitekind: 20}[kind])
 		})
 	}
 }
